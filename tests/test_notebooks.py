@@ -1,0 +1,33 @@
+"""Runs every notebook in nbs/ through nbdev's test machinery (cells flagged with settings.ini's tst_flags are
+skipped), one pytest test per notebook; plus the checks that keep the exported library and README in step."""
+import filecmp, shutil, subprocess, sys
+from pathlib import Path
+import pytest
+from nbdev.config import get_config
+from nbdev.test import test_nb
+
+ROOT = Path(__file__).resolve().parent.parent
+NBS = sorted((ROOT/'nbs').glob('*.ipynb'))
+
+@pytest.mark.parametrize('nb', NBS, ids=[p.stem for p in NBS])
+def test_notebook(nb):
+    ok, secs = test_nb(nb, skip_flags=get_config(path=ROOT).tst_flags.split())
+    assert ok, f"{nb.name} failed (see the traceback above)"
+
+def test_library_matches_notebooks(tmp_path):
+    "minillm/ is exactly what the notebooks export (no hand edits, no forgotten export)."
+    for p in ['nbs', 'settings.ini', 'minillm', 'setup.py', 'pyproject.toml', 'README.md']:
+        src = ROOT/p
+        if src.is_dir(): shutil.copytree(src, tmp_path/p, ignore=shutil.ignore_patterns('__pycache__'))
+        elif src.exists(): shutil.copy(src, tmp_path/p)
+    subprocess.run([sys.executable, '-c', 'from nbdev.doclinks import nbdev_export; nbdev_export()'], cwd=tmp_path, check=True)
+    cmp = filecmp.dircmp(ROOT/'minillm', tmp_path/'minillm', ignore=['__pycache__'])
+    def diffs(c, pre=''):
+        out = [pre + f for f in c.diff_files + c.left_only + c.right_only]
+        for name, sub in c.subdirs.items(): out += diffs(sub, f'{pre}{name}/')
+        return out
+    assert not diffs(cmp), f"minillm/ differs from the notebooks' export: {diffs(cmp)}; run nbdev_export"
+
+def test_readme_matches_index():
+    r = subprocess.run([sys.executable, str(ROOT/'tools'/'sync_readme.py'), '--check'], capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout
