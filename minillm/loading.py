@@ -149,7 +149,7 @@ def random_checkpoint(model_type='qwen3', dtype=torch.float32, device='cpu', see
     except OSError: shutil.rmtree(tmp)          # built concurrently by another process: keep theirs
     return out
 
-# %% ../nbs/04_loading.ipynb #fc3f67f9
+# %% ../nbs/04_loading.ipynb #141ebfa7
 PRESETS = {
     'qwen3-0.6b': dict(model_type='qwen3', vocab_size=151936, hidden_size=1024, intermediate_size=3072, num_hidden_layers=28,
                        num_attention_heads=16, num_key_value_heads=8, head_dim=128, rms_norm_eps=1e-6, rope_theta=1e6,
@@ -162,7 +162,7 @@ PRESETS = {
                      max_position_embeddings=40960, tie_word_embeddings=False, eos_token_id=151645),
     'tiny-qwen3': dict(model_type='qwen3', vocab_size=151936, hidden_size=64, intermediate_size=192, num_hidden_layers=2,
                        num_attention_heads=4, num_key_value_heads=2, head_dim=32, max_position_embeddings=4096,
-                       tie_word_embeddings=True, eos_token_id=[151645, 151643]),
+                       tie_word_embeddings=False, eos_token_id=[151645, 151643], logit_std=2.0),
 }
 
 def default_checkpoint() -> Path:

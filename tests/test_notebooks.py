@@ -4,14 +4,14 @@ import filecmp, shutil, subprocess, sys
 from pathlib import Path
 import pytest
 from nbdev.config import get_config
-from nbdev.test import test_nb
+from nbdev.test import test_nb as run_notebook
 
 ROOT = Path(__file__).resolve().parent.parent
 NBS = sorted((ROOT/'nbs').glob('*.ipynb'))
 
 @pytest.mark.parametrize('nb', NBS, ids=[p.stem for p in NBS])
 def test_notebook(nb):
-    ok, secs = test_nb(nb, skip_flags=get_config(path=ROOT).tst_flags.split())
+    ok, secs = run_notebook(nb, skip_flags=get_config(path=ROOT).tst_flags.split())
     assert ok, f"{nb.name} failed (see the traceback above)"
 
 def test_library_matches_notebooks(tmp_path):
