@@ -10,7 +10,7 @@ from pathlib import Path
 # %% auto #0
 __all__ = ['DTYPE_CHOICES', 'build_parser', 'generate_cmd', 'main']
 
-# %% ../nbs/20_cli.ipynb #fbe4a60b
+# %% ../nbs/20_cli.ipynb #2b037de5
 class _Parser(argparse.ArgumentParser):
     def error(self, message):
         sys.stderr.write(f"minillm: error: {message}\n")
@@ -34,9 +34,14 @@ def build_parser():
     g.add_argument('--max-tokens', type=_positive_int, default=32, help='number of tokens to generate (default: 32)')
     g.add_argument('--dtype', choices=DTYPE_CHOICES, default='auto', help='weights and activations dtype (default: auto)')
     g.add_argument('--device', default='auto', help="'cpu', 'cuda', 'cuda:N' or 'auto' (default)")
+    g.add_argument('--temperature', type=float, default=0.0, help='0 (default) is greedy')
+    g.add_argument('--top-p', type=float, default=1.0, help='nucleus sampling threshold (default: 1, off)')
+    g.add_argument('--seed', type=int, default=None, help='seed for sampling')
+    from minillm import bench
+    bench.add_arguments(sub.add_parser('bench', help='throughput benchmarks against transformers (needs a CUDA GPU)'))
     return p
 
-# %% ../nbs/20_cli.ipynb #38a805e5
+# %% ../nbs/20_cli.ipynb #265620e7
 def _check_args(args, parser):
     from minillm.loading import DEFAULT_MODEL, _HUB_ID, resolve_device
     m = args.model
@@ -46,26 +51,30 @@ def _check_args(args, parser):
     except ValueError as e: parser.error(f"argument --device: {e}")
 
 def generate_cmd(args):
-    from minillm.loading import load_model
-    from minillm.tokenizer import load_tokenizer
-    from minillm.model import generate_naive
-    model = load_model(args.model, dtype=args.dtype, device=args.device)
-    tok = load_tokenizer(model.path)
-    eos = model.config.eos_token_ids or tok.eos_token_ids
-    ids = tok.encode(args.prompt)
-    if not ids: raise ValueError("the prompt is empty after tokenization")
-    t0 = time.perf_counter()
-    out = generate_naive(model, ids, args.max_tokens, eos_token_ids=eos)
+    from minillm.engine import LLM
+    from minillm.sampling import SamplingParams
+    llm = LLM(args.model, dtype=args.dtype, device=args.device)
+    params = SamplingParams(temperature=args.temperature, top_p=args.top_p, seed=args.seed, max_tokens=args.max_tokens)
+    print(args.prompt, end='', flush=True)
+    t0, n = time.perf_counter(), 0
+    for out in llm.stream(args.prompt, params):
+        if out.error: raise ValueError(out.error)
+        print(out.text, end='', flush=True); n += len(out.token_ids)
     dt = time.perf_counter() - t0
-    print(args.prompt + tok.decode(out, skip_special_tokens=True))
-    print(f"[{len(out)} tokens in {dt:.2f} s, {len(out)/dt:.1f} tokens/s]", file=sys.stderr)
+    print()
+    print(f"[{n} tokens in {dt:.2f} s, {n/dt:.1f} tokens/s]", file=sys.stderr)
 
 def main(argv=None):
     "Entry point of the `minillm` command."
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.command == 'generate': _check_args(args, parser)
-    try: {'generate': generate_cmd}[args.command](args)
+    if args.command == 'generate':
+        _check_args(args, parser)
+        from minillm.sampling import SamplingParams
+        try: SamplingParams(temperature=args.temperature, top_p=args.top_p, seed=args.seed)
+        except ValueError as e: parser.error(str(e))
+    from minillm import bench
+    try: {'generate': generate_cmd, 'bench': bench.run}[args.command](args)
     except (OSError, ValueError, RuntimeError) as e:
         sys.stderr.write(f"minillm: error: {e}\n")
         sys.exit(1)

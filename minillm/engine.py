@@ -18,7 +18,7 @@ from .runner import ModelRunner, kv_bytes_per_block
 # %% auto #0
 __all__ = ['EngineConfig', 'CompletionOutput', 'RequestMetrics', 'RequestOutput', 'StreamOutput', 'detokenize_step', 'LLM']
 
-# %% ../nbs/09_engine.ipynb #fd01e467
+# %% ../nbs/09_engine.ipynb #85d589c8
 @dataclass
 class EngineConfig:
     "Every setting of an `LLM`."
@@ -34,8 +34,12 @@ class EngineConfig:
     gpu_memory_utilization: float = 0.9
     seed: int = 0                       # seeds the shared generator (requests without their own seed)
     quantization: str | None = None     # None or 'int8'
+    attention_backend: str = 'auto'     # 'torch' (reference), 'triton' (kernels); auto: triton on CUDA, else torch
+    cuda_graphs: str = 'auto'           # 'on', 'off', 'emulate' (graph bookkeeping run eagerly); auto: on for CUDA
 
     def __post_init__(self):
+        for k, ok in (('attention_backend', ('auto', 'torch', 'triton')), ('cuda_graphs', ('auto', 'on', 'off', 'emulate'))):
+            if getattr(self, k) not in ok: raise ValueError(f"{k} must be one of {', '.join(map(repr, ok))}, got {getattr(self, k)!r}")
         for k in ('block_size', 'max_num_seqs', 'max_num_batched_tokens'):
             v = getattr(self, k)
             if not isinstance(v, int) or isinstance(v, bool) or v < 1: raise ValueError(f"{k} must be an int >= 1, got {v!r}")
@@ -44,7 +48,7 @@ class EngineConfig:
             if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 1): raise ValueError(f"{k} must be None or an int >= 1, got {v!r}")
         if not 0 < self.gpu_memory_utilization <= 1: raise ValueError(f"gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization!r}")
 
-# %% ../nbs/09_engine.ipynb #d0643a20
+# %% ../nbs/09_engine.ipynb #79241cf5
 @dataclass
 class CompletionOutput:
     "One generated completion."
@@ -89,6 +93,7 @@ class StreamOutput:
     token_ids: list
     finished: bool
     finish_reason: str | None = None
+    error: str | None = None
 
 # %% ../nbs/09_engine.ipynb #33031e72
 def detokenize_step(tok, ids, prefix: int, read: int, skip_special_tokens: bool):
@@ -119,7 +124,7 @@ class _Request:
         return RequestOutput(self.index, self.prompt, list(s.prompt_ids) if s else [], [comp],
                              finished=bool(self.error) or (s is not None and s.status == FINISHED), error=self.error, metrics=self.metrics)
 
-# %% ../nbs/09_engine.ipynb #94a0c076
+# %% ../nbs/09_engine.ipynb #69160014
 class LLM:
     "An offline inference engine: `LLM(model).generate(prompts, sampling_params)`."
     def __init__(self, model: str = DEFAULT_MODEL, **kwargs):
@@ -135,9 +140,27 @@ class LLM:
         self.num_blocks = cfg.num_kv_blocks or self._auto_blocks(device)
         self.block_manager = BlockManager(self.num_blocks, cfg.block_size, cfg.enable_prefix_caching)
         self.scheduler = Scheduler(self.block_manager, cfg.max_num_seqs, cfg.max_num_batched_tokens)
-        self.runner = ModelRunner(self.model, self.block_manager, self.num_blocks, cfg.block_size)
+        self.runner = self._make_runner(device)
         self.device, self._next_id, self.last_run = device, 0, {}
         torch.manual_seed(cfg.seed)
+
+    def _make_runner(self, device):
+        "The model runner with the chosen attention back end and, on a GPU, decode graphs."
+        c, cuda = self.config, device.type == 'cuda'
+        backend = c.attention_backend if c.attention_backend != 'auto' else 'triton' if cuda else 'torch'
+        graphs = c.cuda_graphs if c.cuda_graphs != 'auto' else 'on' if cuda else 'off'
+        if graphs == 'on' and not cuda: raise ValueError("cuda_graphs='on' needs a CUDA device; use 'off' or 'emulate'")
+        kw = {}
+        if backend == 'triton':
+            from minillm.kernels.attention import paged_attention, store_kv
+            from minillm.kernels.fused import use_fused_kernels
+            kw = dict(attend=paged_attention, store=store_kv)
+            use_fused_kernels(self.model)
+        runner = ModelRunner(self.model, self.block_manager, self.num_blocks, c.block_size, **kw)
+        if graphs != 'off':
+            from minillm.cuda_graphs import DecodeGraphs
+            runner.graphs = DecodeGraphs(runner, c.max_num_seqs, math.ceil(self.max_model_len / c.block_size), emulate=graphs == 'emulate')
+        return runner
 
     def _eos_ids(self):
         ids = list(self.model.config.eos_token_ids)
@@ -151,6 +174,7 @@ class LLM:
         c, per = self.config, kv_bytes_per_block(self.model.config, self.config.block_size, next(self.model.parameters()).dtype)
         if device.type == 'cuda':
             free, total = torch.cuda.mem_get_info(device)
+            free += torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)   # cached by torch, reusable
             budget = total * c.gpu_memory_utilization - (total - free) - 2 * 2**30   # 2 GiB for activations and logits
         else: budget = min(256 * 2**20, c.max_num_seqs * self.max_model_len / c.block_size * per)
         if budget < per: raise ValueError(f"no memory left for the KV cache (need {per} bytes per block); lower max_num_seqs or pass num_kv_blocks")
@@ -252,7 +276,7 @@ def _loop(self: LLM, reqs, stream=False, use_tqdm=False):
         self.last_run = dict(seconds=dt, prompt_tokens=n_prompt, output_tokens=n_out, output_tokens_per_s=n_out / dt if dt else 0.0,
                              preemptions=self.scheduler.num_preemptions - pre0, prefix_cache_hit_rate=self.block_manager.stats.hit_rate)
 
-# %% ../nbs/09_engine.ipynb #fc88cfd0
+# %% ../nbs/09_engine.ipynb #9a84f15d
 def _normalize(prompts, sampling_params):
     "(list of prompts, list of SamplingParams); one prompt may be a str or a list of token ids."
     if isinstance(prompts, str) or (isinstance(prompts, (list, tuple)) and prompts and all(isinstance(t, int) for t in prompts)):
@@ -282,11 +306,11 @@ def stream(self: LLM, prompts, sampling_params=None):
     reqs = [self._make_request(i, p, sp) for i, (p, sp) in enumerate(zip(prompts, params))]
     sent = {r.index: 0 for r in reqs}
     for r in reqs:
-        if r.error: yield StreamOutput(r.index, '', [], True, 'error')
+        if r.error: yield StreamOutput(r.index, '', [], True, 'error', r.error)
     for r in self._loop(reqs, stream=True):
         done = r.error is not None or r.seq.status == FINISHED
         hold = 0 if done or not r.seq.params.stop else max(len(x) for x in r.seq.params.stop) - 1
         upto = max(r.streamed, len(r.text) - hold)
         text, r.streamed = r.text[r.streamed:upto], upto
         toks, sent[r.index] = r.seq.output_ids[sent[r.index]:], len(r.seq.output_ids)
-        if text or done: yield StreamOutput(r.index, text, toks, done, 'error' if r.error else r.seq.finish_reason)
+        if text or done: yield StreamOutput(r.index, text, toks, done, 'error' if r.error else r.seq.finish_reason, r.error)

@@ -13,14 +13,16 @@ from .config import ModelConfig
 # %% auto #0
 __all__ = ['RMSNorm', 'RotaryEmbedding', 'rotate_half', 'apply_rotary', 'causal_attention', 'Attention', 'MLP']
 
-# %% ../nbs/01_layers.ipynb #151b4b6e
+# %% ../nbs/01_layers.ipynb #c28a4eca
 class RMSNorm(nn.Module):
     "Root-mean-square norm with fp32 accumulation; optionally adds `residual` first and returns the new residual."
+    kernel = None   # a fused implementation with the same semantics may be plugged in (see the fused kernels chapter)
     def __init__(self, dim: int, eps: float = 1e-6):
         super().__init__()
         self.eps, self.weight = eps, nn.Parameter(torch.ones(dim))
 
     def forward(self, x, residual=None):
+        if self.kernel is not None: return self.kernel(x, self.weight, self.eps, residual)
         if residual is not None: x = residual = x + residual
         dtype = x.dtype
         h = x.float()
@@ -66,9 +68,10 @@ def causal_attention(q, k, v):
     if g > 1: k, v = k.repeat_interleave(g, 1), v.repeat_interleave(g, 1)
     return F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2)    # [B, T, Hq, D]
 
-# %% ../nbs/01_layers.ipynb #228038da
+# %% ../nbs/01_layers.ipynb #7030b3ed
 class Attention(nn.Module):
     "Grouped-query attention with fused qkv projection, optional q/k RMSNorm and rotary embeddings."
+    rope_kernel = None   # optional fused q/k norm + rotary with the same semantics
     def __init__(self, cfg: ModelConfig, layer_idx: int):
         super().__init__()
         self.cfg, self.layer_idx = cfg, layer_idx
@@ -83,19 +86,25 @@ class Attention(nn.Module):
         q = q.view(*x.shape[:-1], c.num_attention_heads, c.head_dim)                     # [..., T, Hq, D]
         k = k.view(*x.shape[:-1], c.num_key_value_heads, c.head_dim)                     # [..., T, Hkv, D]
         v = v.view(*x.shape[:-1], c.num_key_value_heads, c.head_dim)
-        if c.qk_norm: q, k = self.q_norm(q), self.k_norm(k)
-        q, k = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
+        if self.rope_kernel is not None:
+            q, k = self.rope_kernel(q, k, self.q_norm.weight if c.qk_norm else None, self.k_norm.weight if c.qk_norm else None,
+                                    cos, sin, c.rms_norm_eps)
+        else:
+            if c.qk_norm: q, k = self.q_norm(q), self.k_norm(k)
+            q, k = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
         o = causal_attention(q, k, v) if attn is None else attn(self.layer_idx, q, k, v)
         return self.o_proj(o.flatten(-2))                                                # [..., T, hidden]
 
-# %% ../nbs/01_layers.ipynb #ac4b28f6
+# %% ../nbs/01_layers.ipynb #38c0fdbe
 class MLP(nn.Module):
     "SwiGLU feed-forward with fused gate/up projection."
+    act_kernel = None    # optional fused silu(gate) * up
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         self.gate_up_proj = nn.Linear(cfg.hidden_size, 2 * cfg.intermediate_size, bias=False)
         self.down_proj = nn.Linear(cfg.intermediate_size, cfg.hidden_size, bias=False)
 
     def forward(self, x):
+        if self.act_kernel is not None: return self.down_proj(self.act_kernel(self.gate_up_proj(x)))
         gate, up = self.gate_up_proj(x).chunk(2, -1)
         return self.down_proj(F.silu(gate) * up)

@@ -120,7 +120,7 @@ def load_model(path_or_repo_id=DEFAULT_MODEL, dtype='auto', device=None, quantiz
         quantize_model(model)
     return model.eval().requires_grad_(False)
 
-# %% ../nbs/04_loading.ipynb #e087bada
+# %% ../nbs/04_loading.ipynb #f0c21704
 def _hf_config(model_type, **kw):
     from transformers import Qwen2Config, Qwen3Config
     return (Qwen3Config if model_type == 'qwen3' else Qwen2Config)(**kw)
@@ -145,6 +145,8 @@ def random_checkpoint(model_type='qwen3', dtype=torch.float32, device='cpu', see
     try: model.save_pretrained(tmp)
     finally:
         if bar: hf_logging.enable_progress_bar()
+    del model
+    if torch.device(device).type == 'cuda': torch.cuda.empty_cache()
     try: tmp.rename(out)
     except OSError: shutil.rmtree(tmp)          # built concurrently by another process: keep theirs
     return out

@@ -24,7 +24,7 @@ class PagedAttention:
         self.store(k, v, kc, vc, self.slot_mapping)
         return self.attend(q, kc, vc, self.block_tables, self.context_lens, self.query_start_loc, self.max_q_len)
 
-# %% ../nbs/08a_runner.ipynb #76befece
+# %% ../nbs/08a_runner.ipynb #63709f81
 def kv_bytes_per_block(cfg, block_size: int, dtype) -> int:
     "Bytes of K and V for one block across all layers."
     return 2 * cfg.num_hidden_layers * block_size * cfg.num_key_value_heads * cfg.head_dim * torch.empty(0, dtype=dtype).element_size()
@@ -34,8 +34,10 @@ class ModelRunner:
     def __init__(self, model, block_manager: BlockManager, num_blocks: int, block_size: int, attend=None, store=store_kv):
         p, c = next(model.parameters()), model.config
         self.model, self.bm, self.device, self.attend, self.store = model, block_manager, p.device, attend, store
-        self.kv_caches = allocate_kv_cache(c.num_hidden_layers, num_blocks, block_size, c.num_key_value_heads,
+        self.kv_caches = allocate_kv_cache(c.num_hidden_layers, num_blocks + 1, block_size, c.num_key_value_heads,
                                            c.head_dim, dtype=p.dtype, device=p.device)
+        self.spare_block = num_blocks      # one block never given to a request: padding rows of graph steps write here
+        self.graphs = None                 # decode graphs, attached by the engine (see the CUDA graphs chapter)
 
     def prepare(self, scheduled):
         "Packed inputs for `scheduled` `[(seq, n)]`; also the pack indices of the last token of each sampling sequence."
@@ -56,6 +58,7 @@ class ModelRunner:
     @torch.no_grad()
     def execute(self, scheduled):
         "Run one step; returns (logits `[S, V]` of the sequences that sample, those sequences)."
+        if self.graphs is not None and self.graphs.fits(scheduled): return self.graphs.run(scheduled), [s for s, _ in scheduled]
         ids, pos, attn, rows, samplers = self.prepare(scheduled)
         h = self.model.hidden(ids, pos, attn)                  # [N, hidden]
         return self.model.logits(h[rows]), samplers

@@ -205,7 +205,12 @@ def compute_logprobs(logits, params, tokens):
         out[i] = (chosen[j], dict(zip(top_i[j][:m], top_v[j][:m])))
     return out
 
-# %% ../nbs/07_sampling.ipynb #647ffc33
+# %% ../nbs/07_sampling.ipynb #9aa35a2c
+def _plain_greedy(p, out):
+    "Greedy with nothing to apply: no penalty, no logprobs, min_tokens reached."
+    return (p.greedy and p.logprobs is None and p.repetition_penalty == 1 and p.presence_penalty == 0
+            and p.frequency_penalty == 0 and len(out) >= p.min_tokens)
+
 def sample(logits, params, prompt_ids, output_ids, generators, eos_token_ids=()) -> SamplerOutput:
     "Choose the next token of each row of `logits` `[B, V]`, each row with its own `SamplingParams`."
     if not torch.is_tensor(logits) or logits.ndim != 2 or not logits.is_floating_point():
@@ -215,6 +220,8 @@ def sample(logits, params, prompt_ids, output_ids, generators, eos_token_ids=())
     for name, v in (('params', params), ('prompt_ids', prompt_ids), ('output_ids', output_ids), ('generators', generators)):
         if len(v) != B: raise ValueError(f"{name} must have one entry per row of logits ({B}), got {len(v)}")
     eos = (eos_token_ids,) if isinstance(eos_token_ids, int) else tuple(eos_token_ids)
+    if all(_plain_greedy(p, o) for p, o in zip(params, output_ids)):                      # the common serving case:
+        return SamplerOutput(logits.argmax(-1).tolist(), [None] * B)                      # no copy, one sync
     x = process_logits(logits, params, prompt_ids, output_ids, eos)
     tokens = x.argmax(-1)                                                                 # [B]; final for greedy rows
     idx = [i for i, p in enumerate(params) if not p.greedy]

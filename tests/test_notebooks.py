@@ -1,18 +1,28 @@
 """Runs every notebook in nbs/ through nbdev's test machinery (cells flagged with settings.ini's tst_flags are
-skipped), one pytest test per notebook; plus the checks that keep the exported library and README in step."""
-import filecmp, shutil, subprocess, sys
+skipped), one pytest test per notebook, each in a fresh Python process so that no notebook's global state (grad
+mode, default device, imported kernels) reaches another; plus the checks that keep the exported library and the
+README in step with the notebooks."""
+import filecmp, os, shutil, subprocess, sys
 from pathlib import Path
 import pytest
 from nbdev.config import get_config
-from nbdev.test import test_nb as run_notebook
 
 ROOT = Path(__file__).resolve().parent.parent
 NBS = sorted((ROOT/'nbs').glob('*.ipynb'))
+RUN = """
+import sys, os, torch
+# without CUDA, Triton kernels run through Triton's interpreter; the switch must be set before triton loads
+if not torch.cuda.is_available(): os.environ.setdefault('TRITON_INTERPRET', '1')
+from pathlib import Path
+from nbdev.test import test_nb
+ok, secs = test_nb(Path(sys.argv[1]), skip_flags=sys.argv[2].split())
+sys.exit(0 if ok else 1)
+"""
 
 @pytest.mark.parametrize('nb', NBS, ids=[p.stem for p in NBS])
 def test_notebook(nb):
-    ok, secs = run_notebook(nb, skip_flags=get_config(path=ROOT).tst_flags.split())
-    assert ok, f"{nb.name} failed (see the traceback above)"
+    r = subprocess.run([sys.executable, '-c', RUN, str(nb), get_config(path=ROOT).tst_flags], capture_output=True, text=True)
+    assert r.returncode == 0, f"{nb.name} failed:\n{r.stderr[-6000:]}"
 
 def test_library_matches_notebooks(tmp_path):
     "minillm/ is exactly what the notebooks export (no hand edits, no forgotten export)."
