@@ -103,7 +103,7 @@ def detokenize_step(tok, ids, prefix: int, read: int, skip_special_tokens: bool)
     if len(full) > len(before) and not full.endswith('\ufffd'): return full[len(before):], read, len(ids)
     return '', prefix, read
 
-# %% ../nbs/09_engine.ipynb #890343c0
+# %% ../nbs/09_engine.ipynb #c0a1271f
 @dataclass(eq=False)
 class _Request:
     index: int
@@ -119,6 +119,7 @@ class _Request:
     metrics: RequestMetrics = None
     def output(self) -> RequestOutput:
         s, p = self.seq, (self.seq.params if self.seq else None)
+        if s is not None: self.metrics.num_cached_tokens = s.num_cached_tokens or 0
         comp = CompletionOutput(0, self.text, list(s.output_ids) if s else [], 'error' if self.error else (s.finish_reason if s else None),
                                 self.logprobs, self.cum_logprob if p and p.logprobs is not None else None)
         return RequestOutput(self.index, self.prompt, list(s.prompt_ids) if s else [], [comp],
@@ -230,7 +231,7 @@ def _on_token(self: LLM, req: _Request, tok: int, lp, stream: bool):
         self.scheduler.finish(s, reason)
         req.metrics.finish_time = now
 
-# %% ../nbs/09_engine.ipynb #4544070e
+# %% ../nbs/09_engine.ipynb #8e0b7a0d
 @patch
 def _loop(self: LLM, reqs, stream=False, use_tqdm=False):
     live = {r.seq.seq_id: r for r in reqs if r.seq is not None}
@@ -246,9 +247,6 @@ def _loop(self: LLM, reqs, stream=False, use_tqdm=False):
             if not out.scheduled: raise RuntimeError("the scheduler could not schedule any sequence")
             logits, seqs = self.runner.execute(out.scheduled)
             self.scheduler.update(out.scheduled)
-            for s, _ in out.scheduled:
-                r = live[s.seq_id]
-                if r.metrics.num_cached_tokens == 0: r.metrics.num_cached_tokens = self.block_manager.num_cached_tokens(s.seq_id)
             if not seqs: continue
             rs = [live[s.seq_id] for s in seqs]
             res = sample(logits, [s.params for s in seqs], [s.prompt_ids for s in seqs], [s.output_ids for s in seqs],

@@ -13,7 +13,7 @@ from .sampling import SamplingParams
 # %% auto #0
 __all__ = ['WAITING', 'RUNNING', 'FINISHED', 'Sequence', 'SchedulerOutput', 'Scheduler']
 
-# %% ../nbs/08_scheduler.ipynb #1f0e06b0
+# %% ../nbs/08_scheduler.ipynb #fb7f948e
 WAITING, RUNNING, FINISHED = 'waiting', 'running', 'finished'
 
 @dataclass(eq=False)
@@ -25,6 +25,7 @@ class Sequence:
     arrival: float = field(default_factory=time.perf_counter)
     status: str = WAITING
     num_computed: int = 0          # tokens whose K/V are in the cache
+    num_cached_tokens: int | None = None  # prompt tokens found in the prefix cache at first admission
     finish_reason: str | None = None
     def __post_init__(self): self.token_ids, self.output_ids = list(self.prompt_ids), []
     @property
@@ -37,7 +38,7 @@ class SchedulerOutput:
     scheduled: list
     preempted: list
 
-# %% ../nbs/08_scheduler.ipynb #801fe7a4
+# %% ../nbs/08_scheduler.ipynb #a6c8610d
 class Scheduler:
     "Chooses, each step, which sequences run and how many tokens each computes."
     def __init__(self, block_manager: BlockManager, max_num_seqs: int, max_num_batched_tokens: int):
@@ -74,6 +75,7 @@ class Scheduler:
             n = min(seq.num_tokens - cached, budget)
             if not self.bm.allocate(seq.seq_id, seq.token_ids, cached + n): break
             seq.num_computed = self.bm.num_cached_tokens(seq.seq_id)
+            if seq.num_cached_tokens is None: seq.num_cached_tokens = seq.num_computed
             n = min(seq.num_tokens - seq.num_computed, budget)
             self.waiting.popleft(); self.running.append(seq); seq.status = RUNNING
             scheduled.append((seq, n)); budget -= n
