@@ -5,18 +5,16 @@ from minillm.engine import LLM
 from minillm.sampling import SamplingParams
 from minillm.loading import random_checkpoint, PRESETS
 ck = random_checkpoint(**PRESETS['qwen3-0.6b'], dtype=torch.bfloat16, device='cuda')
-for kw in [dict(), dict(max_model_len=4096)]:
-    llm = LLM(str(ck), dtype='bfloat16', device='cuda', gpu_memory_utilization=0.5, **kw)
-    llm.generate([list(range(100, 356))], SamplingParams(temperature=0, max_tokens=8, ignore_eos=True), use_tqdm=False)
-    G = llm.runner.graphs
-    for b in (1, 64):
-        g = G.graphs[b]
-        for _ in range(3): g.replay()
-        torch.cuda.synchronize(); t0 = time.perf_counter()
-        for _ in range(50): g.replay()
-        torch.cuda.synchronize(); print(kw, f"bucket {b}: replay {(time.perf_counter() - t0) / 50 * 1e3:.3f} ms", flush=True)
-    from torch.profiler import profile, ProfilerActivity
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        G.graphs[1].replay(); torch.cuda.synchronize()
-    print(prof.key_averages().table(sort_by='cuda_time_total', row_limit=12))
-    del llm; torch.cuda.empty_cache()
+llm = LLM(str(ck), dtype='bfloat16', device='cuda', gpu_memory_utilization=0.5)
+llm.generate([list(range(100, 356))], SamplingParams(temperature=0, max_tokens=8, ignore_eos=True), use_tqdm=False)
+G = llm.runner.graphs
+for b in (1, 64):
+    g = G.graphs[b]
+    for _ in range(3): g.replay()
+    torch.cuda.synchronize(); t0 = time.perf_counter()
+    for _ in range(50): g.replay()
+    torch.cuda.synchronize(); print(f"bucket {b}: replay {(time.perf_counter() - t0) / 50 * 1e3:.3f} ms", flush=True)
+from torch.profiler import profile, ProfilerActivity
+with profile(activities=[ProfilerActivity.CUDA]) as prof:
+    G.graphs[1].replay(); torch.cuda.synchronize()
+print(prof.key_averages().table(sort_by='cuda_time_total', row_limit=12))
