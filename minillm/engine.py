@@ -231,7 +231,7 @@ def _on_token(self: LLM, req: _Request, tok: int, lp, stream: bool):
         self.scheduler.finish(s, reason)
         req.metrics.finish_time = now
 
-# %% ../nbs/09_engine.ipynb #8e0b7a0d
+# %% ../nbs/09_engine.ipynb #c0d029cb
 @patch
 def _loop(self: LLM, reqs, stream=False, use_tqdm=False):
     live = {r.seq.seq_id: r for r in reqs if r.seq is not None}
@@ -260,15 +260,17 @@ def _loop(self: LLM, reqs, stream=False, use_tqdm=False):
                 if bar is not None and r.seq.status == FINISHED: bar.update(1)
                 yield r
     except Exception as e:
-        warnings.warn(f"engine step failed, {len(self.scheduler.running) + len(self.scheduler.waiting)} requests aborted: "
-                      f"{type(e).__name__}: {e}\n{traceback.format_exc()}")
+        unfinished = [r for r in live.values() if r.seq.status != FINISHED]
+        warnings.warn(f"engine step failed, {len(unfinished)} requests aborted: {type(e).__name__}: {e}\n{traceback.format_exc()}")
+        for r in unfinished:
+            r.error = f"aborted: engine step failed ({type(e).__name__}: {e})"
+            self.scheduler.finish(r.seq, 'error')
+            yield r
+    finally:   # also when a stream's consumer stops early: release what this call still holds
         for r in live.values():
-            if r.seq.status != FINISHED: r.error = f"aborted: engine step failed ({type(e).__name__}: {e})"
-        for s in list(self.scheduler.running): self.scheduler.finish(s, 'error')
-        while self.scheduler.waiting: self.scheduler.waiting.popleft().status = FINISHED
-        for r in live.values():
-            if r.error: yield r
-    finally:
+            if r.seq.status != FINISHED:
+                r.error = r.error or "aborted: the stream was closed before the request finished"
+                self.scheduler.finish(r.seq, 'abort')
         if bar is not None: bar.close()
         dt = time.perf_counter() - t0
         self.last_run = dict(seconds=dt, prompt_tokens=n_prompt, output_tokens=n_out, output_tokens_per_s=n_out / dt if dt else 0.0,

@@ -38,7 +38,7 @@ class SchedulerOutput:
     scheduled: list
     preempted: list
 
-# %% ../nbs/08_scheduler.ipynb #a6c8610d
+# %% ../nbs/08_scheduler.ipynb #c8feb6ca
 class Scheduler:
     "Chooses, each step, which sequences run and how many tokens each computes."
     def __init__(self, block_manager: BlockManager, max_num_seqs: int, max_num_batched_tokens: int):
@@ -88,7 +88,8 @@ class Scheduler:
             self.bm.commit(seq.seq_id, seq.token_ids, seq.num_computed)
 
     def finish(self, seq: Sequence, reason: str):
-        "Remove a finished sequence and release its blocks."
+        "Remove a finished (or aborted) sequence, running or waiting, and release its blocks."
         seq.status, seq.finish_reason = FINISHED, reason
-        self.running.remove(seq)
-        self.bm.free(seq.seq_id)
+        if seq in self.running: self.running.remove(seq)
+        else: self.waiting.remove(seq)
+        if seq.seq_id in self.bm: self.bm.free(seq.seq_id)
