@@ -16,7 +16,7 @@ def batch_buckets(max_batch: int) -> list:
     top = 1 << (max_batch - 1).bit_length() if max_batch <= 8 else -(-max_batch // 16) * 16
     return [b for b in (1, 2, 4, 8) if b <= top] + list(range(16, top + 1, 16))
 
-# %% ../nbs/11_cuda_graphs.ipynb #96b3a9e2
+# %% ../nbs/11_cuda_graphs.ipynb #5bebcbb8
 class DecodeGraphs:
     "CUDA graphs of the decode step, one per batch bucket, over static input buffers."
     def __init__(self, runner, max_batch: int, max_blocks_per_seq: int, emulate: bool = False):
@@ -55,14 +55,13 @@ class DecodeGraphs:
         "True for a step of pure decodes (one new token per sequence, each sampling) within the largest bucket."
         return len(scheduled) <= self.buckets[-1] and all(n == 1 and s.num_computed + 1 == s.num_tokens for s, n in scheduled)
 
-    def run(self, scheduled):
-        "Fill the static buffers for `scheduled` decodes, replay the bucket's graph; logits `[B, V]`."
+    def fill(self, scheduled) -> int:
+        "Write the inputs of `scheduled` decodes (and padding rows) into the static buffers; returns the bucket."
         B = len(scheduled)
         b = next(x for x in self.buckets if x >= B)
-        bm = self.runner.bm
+        bm, dev = self.runner.bm, self.ids.device
         tables = [bm.block_table(s.seq_id) for s, _ in scheduled]
         w = max(len(t) for t in tables)
-        dev = self.ids.device
         self.ids[:B] = torch.tensor([s.token_ids[-1] for s, _ in scheduled], device=dev)
         self.pos[:B] = torch.tensor([s.num_computed for s, _ in scheduled], device=dev)
         self.slots[:B] = torch.tensor([bm.slot_mapping(s.seq_id, s.num_computed, s.num_computed + 1)[0] for s, _ in scheduled], device=dev)
@@ -71,6 +70,14 @@ class DecodeGraphs:
         if b > B:                                                             # padding rows: the spare block
             self.ids[B:b], self.pos[B:b], self.slots[B:b], self.ctx[B:b] = 0, 0, self.spare_slot, 1
             self.tables[B:b, 0] = self.runner.spare_block
+        return b
+
+    def replay(self, b: int, B: int):
+        "Run bucket `b`'s step on the filled buffers; logits of the first `B` rows."
         if self.emulate: return self._step(b)[:B]
         self.graphs[b].replay()
         return self.outputs[b][:B]
+
+    def run(self, scheduled):
+        "Fill the static buffers for `scheduled` decodes, replay the bucket's graph; logits `[B, V]`."
+        return self.replay(self.fill(scheduled), len(scheduled))

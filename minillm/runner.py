@@ -24,7 +24,7 @@ class PagedAttention:
         self.store(k, v, kc, vc, self.slot_mapping)
         return self.attend(q, kc, vc, self.block_tables, self.context_lens, self.query_start_loc, self.max_q_len)
 
-# %% ../nbs/08a_runner.ipynb #63709f81
+# %% ../nbs/08a_runner.ipynb #1046dbe3
 def kv_bytes_per_block(cfg, block_size: int, dtype) -> int:
     "Bytes of K and V for one block across all layers."
     return 2 * cfg.num_hidden_layers * block_size * cfg.num_key_value_heads * cfg.head_dim * torch.empty(0, dtype=dtype).element_size()
@@ -60,5 +60,8 @@ class ModelRunner:
         "Run one step; returns (logits `[S, V]` of the sequences that sample, those sequences)."
         if self.graphs is not None and self.graphs.fits(scheduled): return self.graphs.run(scheduled), [s for s, _ in scheduled]
         ids, pos, attn, rows, samplers = self.prepare(scheduled)
-        h = self.model.hidden(ids, pos, attn)                  # [N, hidden]
-        return self.model.logits(h[rows]), samplers
+        return self.forward(ids, pos, attn, rows), samplers
+
+    def forward(self, ids, pos, attn, rows):
+        "The model on packed inputs; logits of the pack rows `rows`."
+        return self.model.logits(self.model.hidden(ids, pos, attn)[rows])   # hidden: [N, hidden]
