@@ -1,43 +1,20 @@
 """GPU check of the engine's fast path (Triton attention + CUDA graphs) on random-weight Qwen3-0.6B.
 Correctness first (fp32: kernels+graphs == PyTorch path == transformers; bf16 agreement), then tokens/s at
 batch 1 and 64 (256-token prompts, 128 new, greedy, EOS ignored) and a per-phase profile of decode steps.
-Run: PYTHONPATH=. python3 benchmarks/fastpath_gpu.py [--out results.json]"""
+Run: PYTHONPATH=. python3 benchmarks/fastpath_gpu.py [--out results.json]
+(benchmarks/results/fastpath_qwen3-0.6b_h200.json predates minillm.profiling: its phases come from an earlier
+in-script timer that wrapped execute/graph step/on_token instead of prepare/forward/update.)"""
 import json, sys, time
 import torch
 from transformers import AutoModelForCausalLM
 from minillm.engine import LLM
 from minillm.sampling import SamplingParams
 from minillm.loading import random_checkpoint, PRESETS
+from minillm.profiling import profile_engine
 
 def timed(fn):
     torch.cuda.synchronize(); t0 = time.perf_counter(); r = fn(); torch.cuda.synchronize()
     return r, time.perf_counter() - t0
-
-def phase_profile(llm, prompts, sp):
-    "Wall time per engine phase over a generate call, synchronising after each phase."
-    acc = {}
-    def wrap(obj, name, label):
-        f = getattr(obj, name)
-        def g(*a, **k):
-            torch.cuda.synchronize(); t0 = time.perf_counter(); r = f(*a, **k); torch.cuda.synchronize()
-            acc[label] = acc.get(label, 0.0) + time.perf_counter() - t0
-            return r
-        setattr(obj, name, g)
-    import minillm.engine as E
-    orig_sample = E.sample
-    def s(*a, **k):
-        torch.cuda.synchronize(); t0 = time.perf_counter(); r = orig_sample(*a, **k)
-        acc['sample'] = acc.get('sample', 0.0) + time.perf_counter() - t0; return r
-    E.sample = s
-    wrap(llm.scheduler, 'schedule', 'schedule'); wrap(llm.scheduler, 'update', 'update')
-    wrap(llm.runner, 'execute', 'execute (prepare+forward)')
-    if llm.runner.graphs is not None: wrap(llm.runner.graphs, 'run', 'graph step (fill+replay)')
-    wrap(llm, '_on_token', 'on_token')
-    _, dt = timed(lambda: llm.generate(prompts, sp, use_tqdm=False))
-    E.sample = orig_sample
-    for k in ('schedule', 'update', 'execute', 'on_token'): vars(llm.scheduler).pop(k, None); vars(llm.runner).pop(k, None); vars(llm).pop(k, None)
-    if llm.runner.graphs is not None: vars(llm.runner.graphs).pop('run', None)
-    return dt, acc
 
 res = {}
 g = torch.Generator().manual_seed(0)
@@ -65,10 +42,11 @@ for B in (1, 64):
     runs = [timed(lambda: llm.generate(ps, sp, use_tqdm=False)) for _ in range(3)]
     dt = sorted(t for _, t in runs)[1]
     res[f'bs{B}_tok_s'] = B * 128 / dt
-    pdt, acc = phase_profile(llm, ps, sp)
-    res[f'bs{B}_phases'] = {k: v / 128 * 1e3 for k, v in acc.items()}
-    print(f"batch {B:3}: {B * 128 / dt:8.0f} tok/s (median of 3); per decode step (ms, synced): " +
-          ', '.join(f"{k} {v / 128 * 1e3:.3f}" for k, v in acc.items()) + f"; total {pdt / 128 * 1e3:.3f}", flush=True)
+    prof = profile_engine(llm, ps, sp)
+    res[f'bs{B}_phases'] = prof['phases_ms_per_step']
+    print(f"batch {B:3}: {B * 128 / dt:8.0f} tok/s (median of 3); per step (ms, synced): " +
+          ', '.join(f"{k} {v:.3f}" for k, v in prof['phases_ms_per_step'].items()) +
+          f"; GPU busy {prof['gpu_busy_fraction']:.0%}", flush=True)
     if B == 64:
         outs = runs[0][0]
         hfb = AutoModelForCausalLM.from_pretrained(ck, dtype=torch.bfloat16).cuda().eval()
