@@ -28,10 +28,8 @@ if not SMOKE:   # compile the RMSNorm extension in the background while the int8
 import torch
 import torch.nn.functional as F
 import triton
-import triton.language as tl
-from minillm import quant
 from minillm.quant import (quantize_weight, dequantize_weight, dequantize_triton, int8_matmul, w8_linear,
-                           quantize_model, pick_config)
+                           quantize_model)
 from minillm.config import ModelConfig
 from minillm.model import QwenForCausalLM
 from minillm.layers import RMSNorm

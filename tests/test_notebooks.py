@@ -2,7 +2,7 @@
 skipped), one pytest test per notebook, each in a fresh Python process so that no notebook's global state (grad
 mode, default device, imported kernels) reaches another; plus the checks that keep the exported library and the
 README in step with the notebooks."""
-import filecmp, os, shutil, subprocess, sys
+import filecmp, shutil, subprocess, sys
 from pathlib import Path
 import pytest
 from nbdev.config import get_config
