@@ -1,57 +1,198 @@
-"""GPU check of the engine's fast path (Triton attention + CUDA graphs) on random-weight Qwen3-0.6B.
-Correctness first (fp32: kernels+graphs == PyTorch path == transformers; bf16 agreement), then tokens/s at
-batch 1 and 64 (256-token prompts, 128 new, greedy, EOS ignored) and a per-phase profile of decode steps.
-Run: PYTHONPATH=. python3 benchmarks/fastpath_gpu.py [--out results.json]
-(benchmarks/results/fastpath_qwen3-0.6b_h200.json predates minillm.profiling: its phases come from an earlier
-in-script timer that wrapped execute/graph step/on_token instead of prepare/forward/update.)"""
-import json, sys, time
+#!/usr/bin/env python3
+"""GPU checks and timings of the engine's fast path on random-weight models of the real shapes.
+
+Run from the repository root:  PYTHONPATH=. python3 benchmarks/fastpath_gpu.py [--only=gemv,fp32,...]
+Sections (each runs even if an earlier one failed; failures are recorded):
+  gemv      the dense GEMV (minillm.quant.gemv) against cuBLAS F.linear at M = 1, Qwen3-0.6B and 8B shapes,
+            over candidate tile configurations (CUDA-graph replays over enough weight copies to defeat L2)
+  fp32      correctness: fast path (Triton attention, fused ops, GEMV, graphs) == PyTorch path == transformers,
+            8 prompts x 32 tokens as one batch and one at a time (batch 1 takes the GEMV)
+  steps     Qwen3-0.6B bf16 decode-step time per bucket, graphs with fused ops, with and without the GEMV
+  prefill   the top GPU operations of a 64 x 256-token prefill
+  e2e       Qwen3-0.6B bf16, 256-token prompts -> 128 tokens, batch 1 and 64: tokens/s (median of 3) and the
+            per-phase profile (minillm.profiling)
+  int8_8b   Qwen3-8B batch 1, bf16 engine against int8 engine, with the weight-read floor from the measured copy rate
+Writes fastpath_gpu.json to $OUT if set, else to benchmarks/results/.
+"""
+import gc, os, sys, json, time, traceback, statistics
 import torch
-from transformers import AutoModelForCausalLM
+import torch.nn.functional as F
+from triton.testing import do_bench
+import minillm.quant as Q
 from minillm.engine import LLM
 from minillm.sampling import SamplingParams
 from minillm.loading import random_checkpoint, PRESETS
 from minillm.profiling import profile_engine
+from minillm.kernels.fused import use_fused_kernels
+from minillm.cuda_graphs import DecodeGraphs
+from minillm.bench import measure_bandwidth, weight_bytes, model_config
+
+OUT = os.environ.get('OUT') or 'benchmarks/results'
+os.makedirs(OUT, exist_ok=True)
+T0, R = time.time(), dict(argv=sys.argv, errors={})
+def save(): json.dump(R, open(f'{OUT}/fastpath_gpu.json', 'w'), indent=1, default=str)
+def log(*a): print(f"[{time.time() - T0:6.1f}s]", *a, flush=True)
+def run_section(fn):
+    log('==', fn.__name__)
+    try: fn()
+    except Exception:
+        R['errors'][fn.__name__] = traceback.format_exc(); log('FAILED', fn.__name__); print(traceback.format_exc())
+    save()
+
+def gtime(calls, rep=30):
+    "µs per call of `calls` captured back to back in one CUDA graph (median replay)."
+    st = torch.cuda.Stream(); st.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(st):
+        for c in calls: c()
+    torch.cuda.current_stream().wait_stream(st)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        for c in calls: c()
+    return do_bench(g.replay, warmup=5, rep=rep, return_mode='median') * 1e3 / len(calls)
 
 def timed(fn):
     torch.cuda.synchronize(); t0 = time.perf_counter(); r = fn(); torch.cuda.synchronize()
     return r, time.perf_counter() - t0
 
-res = {}
-g = torch.Generator().manual_seed(0)
-# 1. fp32 correctness at real shapes
-ck32 = random_checkpoint(**PRESETS['qwen3-0.6b'], dtype=torch.float32, device='cuda')
-prompts = [torch.randint(0, 151643, (n,), generator=g).tolist() for n in (5, 64, 200, 17, 300, 1, 90, 33)]
-sp32 = SamplingParams(temperature=0, max_tokens=32, ignore_eos=True)
-fast = LLM(str(ck32), dtype='float32', device='cuda', gpu_memory_utilization=0.3)
-ref = LLM(str(ck32), dtype='float32', device='cuda', attention_backend='torch', cuda_graphs='off', num_kv_blocks=4096)
-a = [o.outputs[0].token_ids for o in fast.generate(prompts, sp32, use_tqdm=False)]
-b = [o.outputs[0].token_ids for o in ref.generate(prompts, sp32, use_tqdm=False)]
-hf = AutoModelForCausalLM.from_pretrained(ck32, dtype=torch.float32).cuda().eval()
-c = [hf.generate(torch.tensor([p], device='cuda'), max_new_tokens=32, min_new_tokens=32, do_sample=False, pad_token_id=0)[0, len(p):].tolist() for p in prompts]
-res['fp32_fast_eq_torch'] = sum(x == y for x, y in zip(a, b)); res['fp32_fast_eq_hf'] = sum(x == y for x, y in zip(a, c))
-print(f"fp32: fast == torch path {res['fp32_fast_eq_torch']}/8, fast == transformers {res['fp32_fast_eq_hf']}/8", flush=True)
-del fast, ref, hf; torch.cuda.empty_cache()
+GEMV_SHAPES = {'0.6b qkv': (1024, 4096), '0.6b o': (2048, 1024), '0.6b gate_up': (1024, 6144), '0.6b down': (3072, 1024),
+               '8b qkv': (4096, 6144), '8b o': (4096, 4096), '8b gate_up': (4096, 24576), '8b down': (12288, 4096)}
+CONFIGS = [(4, 1024, 4), (4, 512, 4), (8, 512, 4), (2, 1024, 4), (8, 256, 4), (16, 256, 4), (4, 2048, 8), (8, 1024, 8)]
 
-# 2. bf16: speed, agreement, profile
-ck = random_checkpoint(**PRESETS['qwen3-0.6b'], dtype=torch.bfloat16, device='cuda')
-llm = LLM(str(ck), dtype='bfloat16', device='cuda', gpu_memory_utilization=0.5)
-sp = SamplingParams(temperature=0, max_tokens=128, ignore_eos=True)
-for B in (1, 64):
-    ps = torch.randint(0, 151643, (B, 256), generator=g).tolist()
-    llm.generate(ps, SamplingParams(temperature=0, max_tokens=8, ignore_eos=True), use_tqdm=False)   # warm-up
-    runs = [timed(lambda: llm.generate(ps, sp, use_tqdm=False)) for _ in range(3)]
-    dt = sorted(t for _, t in runs)[1]
-    res[f'bs{B}_tok_s'] = B * 128 / dt
-    prof = profile_engine(llm, ps, sp)
-    res[f'bs{B}_phases'] = prof['phases_ms_per_step']
-    print(f"batch {B:3}: {B * 128 / dt:8.0f} tok/s (median of 3); per step (ms, synced): " +
-          ', '.join(f"{k} {v:.3f}" for k, v in prof['phases_ms_per_step'].items()) +
-          f"; GPU busy {prof['gpu_busy_fraction']:.0%}", flush=True)
-    if B == 64:
-        outs = runs[0][0]
-        hfb = AutoModelForCausalLM.from_pretrained(ck, dtype=torch.bfloat16).cuda().eval()
-        r = hfb.generate(torch.tensor(ps, device='cuda'), max_new_tokens=128, min_new_tokens=128, do_sample=False, pad_token_id=0)[:, 256:].tolist()
-        same = [next((i for i, (x, y) in enumerate(zip(o.outputs[0].token_ids, t)) if x != y), 128) for o, t in zip(outs, r)]
-        res['bf16_identical_seqs'] = sum(s == 128 for s in same); res['bf16_mean_prefix'] = sum(same) / len(same)
-        print(f"bf16 vs transformers at 64 x 128: {res['bf16_identical_seqs']}/64 identical, mean identical prefix {res['bf16_mean_prefix']:.1f} tokens")
-if '--out' in sys.argv: json.dump(res, open(sys.argv[sys.argv.index('--out') + 1], 'w'), indent=1)
+def gemv():
+    L2, res = 60 * 2**20, []
+    for name, (K, N) in GEMV_SHAPES.items():
+        copies = max(8, -(-3 * L2 // (2 * N * K)))
+        ws = [torch.randn(N, K, device='cuda', dtype=torch.bfloat16) * 0.02 for _ in range(copies)]
+        x = torch.randn(1, K, device='cuda', dtype=torch.bfloat16)
+        ref = F.linear(x.float(), ws[0].float())
+        row = dict(shape=name, K=K, N=N, cublas=gtime([lambda w=w: F.linear(x, w) for w in ws]))
+        for c in CONFIGS:
+            err = ((Q.gemv(x, ws[0], config=c).float() - ref).norm() / ref.norm()).item()
+            assert err < 1e-2, (name, c, err)
+            row[str(c)] = gtime([lambda w=w: Q.gemv(x, w, config=c) for w in ws])
+        res.append(row)
+        best = min(CONFIGS, key=lambda c: row[str(c)])
+        log(f"{name:13} cuBLAS {row['cublas']:6.1f} µs  GEMV {row[str(Q.GEMV_CONFIG)]:6.1f} (default {Q.GEMV_CONFIG})  best {row[str(best)]:6.1f} {best}"
+            f"  {2 * N * K / row[str(best)] / 1e3:5.0f} GB/s")
+        del ws; torch.cuda.empty_cache()
+    tot = {str(c): sum(r[str(c)] for r in res if r['shape'].startswith('0.6b')) for c in CONFIGS}
+    R['gemv'], R['gemv_06b_total'] = res, dict(cublas=sum(r['cublas'] for r in res if r['shape'].startswith('0.6b')), **tot)
+    log('0.6b layer total (µs):', {k: round(v, 1) for k, v in R['gemv_06b_total'].items()})
+
+def fp32():
+    g = torch.Generator().manual_seed(0)
+    ck = random_checkpoint(**PRESETS['qwen3-0.6b'], dtype=torch.float32, device='cuda')
+    prompts = [torch.randint(0, 151643, (n,), generator=g).tolist() for n in (5, 64, 200, 17, 300, 1, 90, 33)]
+    sp = SamplingParams(temperature=0, max_tokens=32, ignore_eos=True)
+    kw = dict(dtype='float32', device='cuda', num_kv_blocks=2048, max_model_len=4096, max_num_seqs=64)
+    fast, ref = LLM(str(ck), **kw), LLM(str(ck), attention_backend='torch', cuda_graphs='off', **kw)
+    toks = lambda llm, ps: [o.outputs[0].token_ids for o in llm.generate(ps, sp, use_tqdm=False)]
+    a, a1, b = toks(fast, prompts), [toks(fast, [p])[0] for p in prompts], toks(ref, prompts)
+    del fast, ref; torch.cuda.empty_cache()
+    from transformers import AutoModelForCausalLM
+    hf = AutoModelForCausalLM.from_pretrained(ck, dtype=torch.float32).cuda().eval()
+    c = [hf.generate(torch.tensor([p], device='cuda'), max_new_tokens=32, min_new_tokens=32, do_sample=False, pad_token_id=0)[0, len(p):].tolist() for p in prompts]
+    R['fp32'] = dict(batch_eq_torch=sum(x == y for x, y in zip(a, b)), batch_eq_hf=sum(x == y for x, y in zip(a, c)),
+                     single_eq_hf=sum(x == y for x, y in zip(a1, c)))
+    log('fp32 of 8:', R['fp32'])
+    del hf; torch.cuda.empty_cache()
+
+LLM06 = {}
+def llm06():
+    if 'llm' not in LLM06:
+        ck = random_checkpoint(**PRESETS['qwen3-0.6b'], dtype=torch.bfloat16, device='cuda')
+        LLM06['llm'] = LLM(str(ck), dtype='bfloat16', device='cuda', gpu_memory_utilization=0.5, max_num_seqs=64, max_model_len=4096)
+    return LLM06['llm']
+
+def steps():
+    llm = llm06()
+    llm.generate([list(range(1000, 1256))] * 64, SamplingParams(temperature=0, max_tokens=4, ignore_eos=True), use_tqdm=False)
+    def step_ms(fn, n=50):
+        for _ in range(3): fn()
+        torch.cuda.synchronize(); t0 = time.perf_counter()
+        for _ in range(n): fn()
+        torch.cuda.synchronize(); return (time.perf_counter() - t0) / n * 1e3
+    G, out = llm.runner.graphs, {}
+    for gemv_on in (False, True):
+        use_fused_kernels(llm.model, gemv=gemv_on)
+        G2 = DecodeGraphs(llm.runner, 64, G.tables.shape[1])
+        out[f'gemv={gemv_on}'] = {b: step_ms(G2.graphs[b].replay) for b in (1, 8, 64)}
+        del G2; torch.cuda.empty_cache()
+    R['step_ms'] = out
+    log('graph step ms (fused ops):', out)
+
+def prefill():
+    "Where the time of one 64 x 256-token prefill step goes."
+    llm = llm06()
+    ps = torch.randint(0, 151643, (64, 256), generator=torch.Generator().manual_seed(5)).tolist()
+    one = SamplingParams(temperature=0, max_tokens=1, ignore_eos=True)
+    llm.generate(ps, one, use_tqdm=False)
+    dts = [timed(lambda: llm.generate(ps, one, use_tqdm=False))[1] for _ in range(3)]
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        llm.generate(ps, one, use_tqdm=False); torch.cuda.synchronize()
+    ev = sorted(prof.key_averages(), key=lambda e: -getattr(e, 'self_device_time_total', 0))
+    R['prefill'] = dict(seconds=dts, top=[(e.key, e.self_device_time_total / 1e3, e.count) for e in ev[:15]])
+    log(f"prefill 64 x 256 (generate with max_tokens=1): {statistics.median(dts) * 1e3:.1f} ms; GPU kernel time "
+        f"{sum(e.self_device_time_total for e in ev) / 1e3:.1f} ms")
+    for k, ms, n in R['prefill']['top']: print(f"   {ms:8.2f} ms {n:6} x {k[:90]}")
+    # the eager forward alone on 1024 packed tokens (16 per sequence): CPU-bound? with and without the Triton fused ops
+    from minillm.scheduler import Sequence
+    seqs = [Sequence(10**6 + i, p[:16], one) for i, p in enumerate(ps)]
+    for q in seqs: llm.block_manager.allocate(q.seq_id, q.token_ids, 16)
+    sched = [(q, 16) for q in seqs]
+    r, out = llm.runner, {}
+    for fused in (True, False):
+        use_fused_kernels(llm.model, fused)
+        ids, pos, attn, rows, _ = r.prepare(sched); r.forward(ids, pos, attn, rows)
+        t = [timed(lambda: r.forward(ids, pos, attn, rows))[1] * 1e3 for _ in range(5)]
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+            r.forward(ids, pos, attn, rows); torch.cuda.synchronize()
+        gpu = sum(e.self_device_time_total for e in prof.key_averages()) / 1e3
+        t0 = time.perf_counter(); r.prepare(sched); prep = (time.perf_counter() - t0) * 1e3
+        out[f'fused={fused}'] = dict(forward_ms=statistics.median(t), gpu_ms=gpu, prepare_ms=prep)
+        log(f"eager forward of 1024 tokens, fused={fused}: {statistics.median(t):.2f} ms wall, {gpu:.2f} ms of GPU kernels; prepare {prep:.2f} ms")
+    use_fused_kernels(llm.model)
+    for q in seqs: llm.block_manager.free(q.seq_id)
+    R['prefill']['eager_forward'] = out
+
+def e2e():
+    llm, g = llm06(), torch.Generator().manual_seed(1)
+    sp = SamplingParams(temperature=0, max_tokens=128, ignore_eos=True)
+    for B in (1, 64):
+        ps = torch.randint(0, 151643, (B, 256), generator=g).tolist()
+        llm.generate(ps, SamplingParams(temperature=0, max_tokens=8, ignore_eos=True), use_tqdm=False)
+        dts = [timed(lambda: llm.generate(ps, sp, use_tqdm=False))[1] for _ in range(3)]
+        prof = profile_engine(llm, ps, sp)
+        R[f'bs{B}'] = dict(tok_s=B * 128 / statistics.median(dts), times=dts, profile=prof)
+        log(f"batch {B:3}: {B * 128 / statistics.median(dts):8.0f} tok/s; per step (ms): " +
+            ', '.join(f"{k} {v:.3f}" for k, v in prof['phases_ms_per_step'].items()) +
+            f"; synced total {prof['synced_wall_ms_per_step']:.3f}; GPU busy {prof['gpu_busy_fraction']:.0%}")
+
+def int8_8b():
+    LLM06.clear(); gc.collect(); torch.cuda.empty_cache()
+    bw = measure_bandwidth('cuda')['bytes_per_s']
+    ck = random_checkpoint(**PRESETS['qwen3-8b'], dtype=torch.bfloat16, device='cuda')
+    log('8b checkpoint ready')
+    cfg, sp = model_config('qwen3-8b'), SamplingParams(temperature=0, max_tokens=128, ignore_eos=True)
+    ps = [torch.randint(0, 151643, (256,), generator=torch.Generator().manual_seed(2)).tolist()]
+    out = dict(bandwidth=bw)
+    for q in (None, 'int8'):
+        llm = LLM(str(ck), dtype='bfloat16', device='cuda', quantization=q, max_num_seqs=8, max_model_len=4096, num_kv_blocks=1024)
+        llm.generate(ps, SamplingParams(temperature=0, max_tokens=8, ignore_eos=True), use_tqdm=False)
+        dts = [timed(lambda: llm.generate(ps, sp, use_tqdm=False))[1] for _ in range(3)]
+        wb = weight_bytes(cfg, 2) if q is None else weight_bytes(cfg, 2) - sum(
+            t.numel() for m in llm.model.modules() if isinstance(m, Q.QuantLinear) for t in [m.weight])  # int8: 1 byte per weight
+        floor_ms = wb / bw * 1e3
+        out[q or 'bf16'] = dict(tok_s=128 / statistics.median(dts), ms_per_token=statistics.median(dts) / 128 * 1e3, floor_ms=floor_ms,
+                                weight_bytes=wb, times=dts)
+        log(f"8b {q or 'bf16'}: {128 / statistics.median(dts):.1f} tok/s, {statistics.median(dts) / 128 * 1e3:.2f} ms/token, weight floor {floor_ms:.2f} ms"
+            f" ({100 * floor_ms / (statistics.median(dts) / 128 * 1e3):.0f}% of floor)")
+        del llm; gc.collect(); torch.cuda.empty_cache()
+    out['int8_speedup'] = out['int8']['tok_s'] / out['bf16']['tok_s']
+    R['8b'] = out
+    log(f"8b int8 / bf16 = {out['int8_speedup']:.2f}x")
+
+SECTIONS = dict(gemv=gemv, fp32=fp32, steps=steps, prefill=prefill, e2e=e2e, int8_8b=int8_8b)
+only = [a.split('=', 1)[1].split(',') for a in sys.argv if a.startswith('--only=')]
+for fn in [f for k, f in SECTIONS.items() if not only or k in only[0]]: run_section(fn)
+log('done; errors in:', list(R['errors']) or 'none')

@@ -16,28 +16,29 @@ def batch_buckets(max_batch: int) -> list:
     top = 1 << (max_batch - 1).bit_length() if max_batch <= 8 else -(-max_batch // 16) * 16
     return [b for b in (1, 2, 4, 8) if b <= top] + list(range(16, top + 1, 16))
 
-# %% ../nbs/11_cuda_graphs.ipynb #5bebcbb8
+# %% ../nbs/11_cuda_graphs.ipynb #a9151fa2
 class DecodeGraphs:
     "CUDA graphs of the decode step, one per batch bucket, over static input buffers."
     def __init__(self, runner, max_batch: int, max_blocks_per_seq: int, emulate: bool = False):
         self.runner, self.emulate, self.buckets = runner, emulate, batch_buckets(max_batch)
-        M, dev, bs = self.buckets[-1], runner.device, runner.kv_caches[0][0].shape[1]
-        self.spare_slot = runner.spare_block * bs
-        self.ids = torch.zeros(M, dtype=torch.long, device=dev)
-        self.pos = torch.zeros(M, dtype=torch.long, device=dev)
-        self.slots = torch.full((M,), self.spare_slot, dtype=torch.long, device=dev)
+        M, dev = self.buckets[-1], runner.device
+        self.block_size, self.spare_block = runner.kv_caches[0][0].shape[1], runner.spare_block
+        n = M * (2 + max_blocks_per_seq)                   # room for token ids, positions and block tables of M rows
+        self.host = torch.zeros(n, dtype=torch.long, pin_memory=dev.type == 'cuda')   # filled by the CPU...
+        self.stage = torch.zeros(n, dtype=torch.long, device=dev)                     # ...and copied here in one go
         self.tables = torch.full((M, max_blocks_per_seq), runner.spare_block, dtype=torch.int32, device=dev)
-        self.ctx = torch.ones(M, dtype=torch.int32, device=dev)
         self.qsl = torch.arange(M + 1, dtype=torch.int32, device=dev)
+        self.copied = torch.cuda.Event() if dev.type == 'cuda' else None   # the last copy out of `host` is done
         self.graphs, self.outputs = {}, {}
         if not emulate: self._capture()
 
     def _step(self, b):
-        "The decode step for the first `b` rows of the static buffers; returns logits `[b, V]`."
-        r = self.runner
-        attn = PagedAttention(r.kv_caches, self.slots[:b], self.tables[:b], self.ctx[:b], self.qsl[:b + 1], 1,
-                              store=r.store, attend=r.attend)
-        return r.model.logits(r.model.hidden(self.ids[:b], self.pos[:b], attn))
+        "The decode step of bucket `b`: token ids `stage[:b]`, positions `stage[M:M+b]`, `tables[:b]`; logits `[b, V]`."
+        r, bs, M = self.runner, self.block_size, self.buckets[-1]
+        ids, pos, tables = self.stage[:b], self.stage[M:M + b], self.tables[:b]
+        slots = tables.gather(1, (pos // bs)[:, None])[:, 0].long() * bs + pos % bs   # [b] cache slot of each new token
+        attn = PagedAttention(r.kv_caches, slots, tables, (pos + 1).int(), self.qsl[:b + 1], 1, store=r.store, attend=r.attend)
+        return r.model.logits(r.model.hidden(ids, pos, attn))
 
     @torch.no_grad()
     def _capture(self):
@@ -59,17 +60,18 @@ class DecodeGraphs:
         "Write the inputs of `scheduled` decodes (and padding rows) into the static buffers; returns the bucket."
         B = len(scheduled)
         b = next(x for x in self.buckets if x >= B)
-        bm, dev = self.runner.bm, self.ids.device
-        tables = [bm.block_table(s.seq_id) for s, _ in scheduled]
-        w = max(len(t) for t in tables)
-        self.ids[:B] = torch.tensor([s.token_ids[-1] for s, _ in scheduled], device=dev)
-        self.pos[:B] = torch.tensor([s.num_computed for s, _ in scheduled], device=dev)
-        self.slots[:B] = torch.tensor([bm.slot_mapping(s.seq_id, s.num_computed, s.num_computed + 1)[0] for s, _ in scheduled], device=dev)
-        self.ctx[:B] = torch.tensor([s.num_computed + 1 for s, _ in scheduled], dtype=torch.int32, device=dev)
-        self.tables[:B, :w] = torch.tensor([t + [0] * (w - len(t)) for t in tables], dtype=torch.int32, device=dev)
-        if b > B:                                                             # padding rows: the spare block
-            self.ids[B:b], self.pos[B:b], self.slots[B:b], self.ctx[B:b] = 0, 0, self.spare_slot, 1
-            self.tables[B:b, 0] = self.runner.spare_block
+        tables = [self.runner.bm.block_table(s.seq_id) for s, _ in scheduled]
+        w, M = max(map(len, tables)), self.buckets[-1]
+        # token ids at [0, M), positions at [M, 2M) (the same places for every bucket), then the tables, b rows of w
+        vals = [s.token_ids[-1] for s, _ in scheduled] + [0] * (M - B) + [s.num_computed for s, _ in scheduled] + [0] * (M - B)
+        for t in tables: vals += t; vals += [0] * (w - len(t))
+        vals += ([self.spare_block] + [0] * (w - 1)) * (b - B)  # padding rows: position 0 of the spare block
+        n = len(vals)
+        if self.copied is not None: self.copied.synchronize()                         # `host` is free to overwrite
+        self.host.numpy()[:n] = vals                                                  # numpy converts a list fastest
+        self.stage[:n].copy_(self.host[:n], non_blocking=True)                        # one host-to-device copy
+        if self.copied is not None: self.copied.record()
+        self.tables[:b, :w] = self.stage[2 * M:n].view(b, w)
         return b
 
     def replay(self, b: int, B: int):

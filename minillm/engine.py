@@ -181,19 +181,19 @@ class LLM:
         if budget < per: raise ValueError(f"no memory left for the KV cache (need {per} bytes per block); lower max_num_seqs or pass num_kv_blocks")
         return int(budget // per)
 
-# %% ../nbs/09_engine.ipynb #cdb2823a
+# %% ../nbs/09_engine.ipynb #02bdaf79
 @patch
 def _make_request(self: LLM, index, prompt, params) -> _Request:
     req = _Request(index, prompt if isinstance(prompt, str) else None, None, metrics=RequestMetrics(time.perf_counter()))
     try:
         if not isinstance(params, SamplingParams): raise TypeError(f"sampling_params must be SamplingParams, got {type(params).__name__}")
         if isinstance(prompt, str): ids = self.tokenizer.encode(prompt)
-        elif isinstance(prompt, (list, tuple)) and all(isinstance(t, int) and not isinstance(t, bool) for t in prompt): ids = list(prompt)
+        elif isinstance(prompt, (list, tuple)) and set(map(type, prompt)) <= {int}: ids = list(prompt)   # bools are not ids
         else: raise TypeError(f"a prompt must be a str or a list of int token ids, got {type(prompt).__name__}")
         V = self.model.config.vocab_size
         if not ids: raise ValueError("the prompt is empty")
-        bad = [t for t in ids if not 0 <= t < V]
-        if bad: raise ValueError(f"prompt token id {bad[0]} is outside the vocabulary [0, {V})")
+        if min(ids) < 0 or max(ids) >= V:
+            raise ValueError(f"prompt token id {next(t for t in ids if not 0 <= t < V)} is outside the vocabulary [0, {V})")
         total = len(ids) + params.max_tokens
         if total > self.max_model_len:
             raise ValueError(f"prompt ({len(ids)} tokens) + max_tokens ({params.max_tokens}) = {total} exceeds max_model_len ({self.max_model_len})")

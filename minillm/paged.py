@@ -32,7 +32,7 @@ def _check_tokens(token_ids):
     if not isinstance(token_ids, (list, tuple)):
         raise TypeError(f"token_ids must be a list or tuple of ints, got {type(token_ids).__name__}")
 
-# %% ../nbs/06_paged.ipynb #1f8e9cc8
+# %% ../nbs/06_paged.ipynb #5341c057
 class BlockManager:
     "Fixed-size KV-cache blocks: free list, reference counts, per-sequence block tables and prefix caching."
     hash_fn = staticmethod(hash_block)  # replaceable, e.g. by a colliding hash in tests
@@ -81,19 +81,23 @@ class BlockManager:
     def allocate(self, seq_id, token_ids, num_tokens: int) -> bool:
         "Make the table of `seq_id` cover its first `num_tokens` tokens; False (and no change) if blocks run out."
         _check_tokens(token_ids); _check_int('num_tokens', num_tokens, 0, len(token_ids))
-        first = seq_id not in self._tables
-        hits, h, rid = self._match(token_ids) if first else ([], None, None)
-        have = len(hits) if first else len(self._tables[seq_id])
-        need = max(0, -(-num_tokens // self.block_size) - have)
+        table = self._tables.get(seq_id)
+        if table is not None:                                 # a running sequence: new blocks only, every step
+            need = -(-num_tokens // self.block_size) - len(table)
+            if need > 0:
+                if need > self.num_free_blocks: return False
+                table.extend(self._take_block() for _ in range(need))
+            return True
+        hits, h, rid = self._match(token_ids)
+        need = max(0, -(-num_tokens // self.block_size) - len(hits))
         revived = sum(self.ref_count[b] == 0 for b in hits)   # hits now evictable: taking them shrinks the pool
         if need > self.num_free_blocks - revived: return False
-        if first:
-            for b in hits:
-                if self.ref_count[b] == 0: del self._evictable[b]
-                self.ref_count[b] += 1
-            self._tables[seq_id], self._num_cached[seq_id] = list(hits), len(hits) * self.block_size
-            self._chain[seq_id] = (len(hits), h, rid)
-            self.stats.queried_tokens += len(token_ids); self.stats.hit_tokens += len(hits) * self.block_size
+        for b in hits:
+            if self.ref_count[b] == 0: del self._evictable[b]
+            self.ref_count[b] += 1
+        self._tables[seq_id], self._num_cached[seq_id] = list(hits), len(hits) * self.block_size
+        self._chain[seq_id] = (len(hits), h, rid)
+        self.stats.queried_tokens += len(token_ids); self.stats.hit_tokens += len(hits) * self.block_size
         self._tables[seq_id].extend(self._take_block() for _ in range(need))
         return True
 
@@ -102,7 +106,7 @@ class BlockManager:
         table, bs = self._table(seq_id), self.block_size
         _check_tokens(token_ids); _check_int('num_computed', num_computed, 0, min(len(token_ids), len(table) * bs))
         done, h, rid = self._chain[seq_id]
-        if not self.enable_prefix_caching: return
+        if not self.enable_prefix_caching or num_computed // bs <= done: return   # no block newly full
         for i in range(done, num_computed // bs):
             toks = tuple(token_ids[i * bs:(i + 1) * bs])
             h = self.hash_fn(h, toks)

@@ -12,18 +12,18 @@ import minillm.engine
 # %% auto #0
 __all__ = ['timed_calls', 'profile_engine', 'print_profile']
 
-# %% ../nbs/15_profiling.ipynb #ab4caef8
+# %% ../nbs/15_profiling.ipynb #d783ac60
 @contextmanager
 def timed_calls(targets, acc: dict, sync):
-    "Temporarily wrap each `(obj, method, phase)` so every call adds its wall time (synced before and after) to `acc[phase]`."
-    saved = []
-    for obj, name, phase in targets:
+    "Temporarily wrap each `(obj, method, phase, synced)` so every call adds its wall time to `acc[phase]` (with `sync()` around it if `synced`)."
+    saved, nop = [], lambda: None
+    for obj, name, phase, synced in targets:
         had, f = name in vars(obj), getattr(obj, name)
-        def wrapper(*a, _f=f, _p=phase, **k):
-            sync(); t0 = time.perf_counter()
+        def wrapper(*a, _f=f, _p=phase, _s=sync if synced else nop, **k):
+            _s(); t0 = time.perf_counter()
             try: return _f(*a, **k)
             finally:
-                sync(); acc[_p] = acc.get(_p, 0.0) + time.perf_counter() - t0
+                _s(); acc[_p] = acc.get(_p, 0.0) + time.perf_counter() - t0
         saved.append((obj, name, had, vars(obj).get(name)))
         setattr(obj, name, wrapper)
     try: yield acc
@@ -34,9 +34,9 @@ def timed_calls(targets, acc: dict, sync):
 
 def _phases(llm):
     r, g = llm.runner, llm.runner.graphs
-    t = [(llm.scheduler, 'schedule', 'schedule'), (r, 'prepare', 'prepare inputs'), (r, 'forward', 'forward'),
-         (minillm.engine, 'sample', 'sample'), (llm.scheduler, 'update', 'update'), (llm, '_on_token', 'update')]
-    if g is not None: t += [(g, 'fill', 'prepare inputs'), (g, 'replay', 'forward')]
+    t = [(llm.scheduler, 'schedule', 'schedule', False), (r, 'prepare', 'prepare inputs', True), (r, 'forward', 'forward', True),
+         (minillm.engine, 'sample', 'sample', True), (llm.scheduler, 'update', 'update', False), (llm, '_on_token', 'update', False)]
+    if g is not None: t += [(g, 'fill', 'prepare inputs', True), (g, 'replay', 'forward', True)]
     return t
 
 # %% ../nbs/15_profiling.ipynb #8db77287

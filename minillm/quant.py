@@ -14,8 +14,8 @@ import triton
 import triton.language as tl
 
 # %% auto #0
-__all__ = ['quantize_weight', 'dequantize_weight', 'pick_config', 'int8_matmul', 'dequantize_triton', 'w8_linear', 'QuantLinear',
-           'quantize_model']
+__all__ = ['GEMV_CONFIG', 'quantize_weight', 'dequantize_weight', 'pick_config', 'int8_matmul', 'dequantize_triton', 'w8_linear',
+           'QuantLinear', 'quantize_model', 'gemv', 'linear']
 
 # %% ../nbs/13_int8.ipynb #69d314b3
 def quantize_weight(w: torch.Tensor):
@@ -68,10 +68,10 @@ def _int8_matmul_kernel(x_ptr, w_ptr, s_ptr, b_ptr, o_ptr, M, N, K, stride_xm, s
     o_ptrs = o_ptr + rm[:, None].to(tl.int64) * stride_om + rn[None, :]
     tl.store(o_ptrs, acc.to(o_ptr.dtype.element_ty), mask=m_ok[:, None] & n_ok[None, :])
 
-# %% ../nbs/13_int8.ipynb #7c6e0712
+# %% ../nbs/13_int8.ipynb #4eae4690
 @triton.jit
-def _int8_gemv_kernel(x_ptr, w_ptr, s_ptr, b_ptr, o_ptr, M, N, K, stride_xm, stride_wn, stride_om,
-                      HAS_BIAS: tl.constexpr, EVEN_K: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+def _gemv_kernel(x_ptr, w_ptr, s_ptr, b_ptr, o_ptr, M, N, K, stride_xm, stride_wn, stride_om,
+                 INT8: tl.constexpr, HAS_BIAS: tl.constexpr, EVEN_K: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
     m, pid_n = tl.program_id(0), tl.program_id(1)
     rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     rk = tl.arange(0, BLOCK_K)
@@ -87,11 +87,13 @@ def _int8_gemv_kernel(x_ptr, w_ptr, s_ptr, b_ptr, o_ptr, M, N, K, stride_xm, str
             k_ok = rk < K - k0
             x = tl.load(x_ptrs, mask=k_ok, other=0.)
             w = tl.load(w_ptrs, mask=n_ok[:, None] & k_ok[None, :], other=0)
-        wf = (w.to(tl.int32) + 0x4B000080).to(tl.float32, bitcast=True) - 8388736.0  # 2^23 + 128 + q - (2^23 + 128)
+        if INT8: wf = (w.to(tl.int32) + 0x4B000080).to(tl.float32, bitcast=True) - 8388736.0  # 2^23 + 128 + q - (2^23 + 128)
+        else: wf = w.to(tl.float32)
         acc += wf * x.to(tl.float32)[None, :]
         x_ptrs += BLOCK_K
         w_ptrs += BLOCK_K
-    y = tl.sum(acc, axis=1) * tl.load(s_ptr + rn, mask=n_ok, other=0.).to(tl.float32)   # [BLOCK_N]
+    y = tl.sum(acc, axis=1)                                                       # [BLOCK_N]
+    if INT8: y = y * tl.load(s_ptr + rn, mask=n_ok, other=0.).to(tl.float32)
     if HAS_BIAS: y += tl.load(b_ptr + rn, mask=n_ok, other=0.).to(tl.float32)
     tl.store(o_ptr + m.to(tl.int64) * stride_om + rn, y.to(o_ptr.dtype.element_ty), mask=n_ok)
 
@@ -132,7 +134,7 @@ def pick_config(M: int, N: int, K: int, dtype=torch.bfloat16, device=torch.devic
     if cfg[0] == 1: return cfg                                                     # GEMV: no shared memory
     return _fit(cfg, torch.empty((), dtype=dtype).element_size(), _smem_limit(device))
 
-# %% ../nbs/13_int8.ipynb #c4f620ec
+# %% ../nbs/13_int8.ipynb #68f1e292
 def _check(x, weight, scale, bias):
     if not isinstance(x, torch.Tensor) or x.dtype not in _DTYPES:
         raise TypeError(f"x must be a float16, bfloat16 or float32 tensor, got {getattr(x, 'dtype', type(x))}")
@@ -172,9 +174,9 @@ def _launch(x2, weight, scale, bias, out, config):
     N = weight.shape[0]
     bm, bn, bk, nw, ns = config
     if bm == 1:
-        _int8_gemv_kernel[(M, triton.cdiv(N, bn))](x2, weight, scale, scale if bias is None else bias, out, M, N, K,
-                                                   x2.stride(0), weight.stride(0), out.stride(0), HAS_BIAS=bias is not None,
-                                                   EVEN_K=K % bk == 0, BLOCK_N=bn, BLOCK_K=bk, num_warps=nw, num_stages=ns)
+        _gemv_kernel[(M, triton.cdiv(N, bn))](x2, weight, scale, scale if bias is None else bias, out, M, N, K,
+                                              x2.stride(0), weight.stride(0), out.stride(0), INT8=True, HAS_BIAS=bias is not None,
+                                              EVEN_K=K % bk == 0, BLOCK_N=bn, BLOCK_K=bk, num_warps=nw, num_stages=ns)
         return
     upcast = x2.dtype == torch.float32 or (_interpreting() and x2.dtype == torch.bfloat16)
     grid = (triton.cdiv(M, bm), triton.cdiv(N, bn))
@@ -251,3 +253,32 @@ def quantize_model(model: nn.Module) -> nn.Module:
             for child_name, child in list(mod.named_children()):
                 if type(child) is nn.Linear: setattr(mod, child_name, QuantLinear.from_linear(child))
     return model
+
+# %% ../nbs/13_int8.ipynb #ae579b38
+GEMV_CONFIG = (2, 1024, 4)   # BLOCK_N, BLOCK_K, num_warps of the dense GEMV: the fastest of 8 tried on an H200 (below)
+
+def gemv(x, weight, bias=None, config=None):
+    "`F.linear(x, weight, bias)` for a dense `weight` `[N, K]` by the GEMV kernel (one program per `BLOCK_N` outputs of a row)."
+    if not isinstance(weight, torch.Tensor) or weight.ndim != 2 or not weight.is_floating_point() or weight.stride(1) != 1:
+        raise ValueError(f"weight must be a 2-D floating-point tensor [N, K] with contiguous rows, got "
+                         f"{getattr(weight, 'dtype', type(weight))} {tuple(getattr(weight, 'shape', ()))}")
+    N, K = weight.shape
+    if not isinstance(x, torch.Tensor) or x.dtype != weight.dtype or x.shape[-1] != K:
+        raise ValueError(f"x must be a {weight.dtype} tensor [..., {K}], got {getattr(x, 'dtype', type(x))} {tuple(getattr(x, 'shape', ()))}")
+    if bias is not None and bias.shape != (N,): raise ValueError(f"bias must be None or of shape ({N},), got {tuple(bias.shape)}")
+    if x.device.type != 'cuda' and not _interpreting():
+        raise ValueError(f"gemv runs on CUDA tensors (or on CPU with TRITON_INTERPRET=1); x is on {x.device}")
+    x2 = x.reshape(-1, K)
+    if x2.stride(-1) != 1: x2 = x2.contiguous()
+    out = torch.empty(x2.shape[0], N, dtype=x.dtype, device=x.device)
+    bn, bk, nw = config or GEMV_CONFIG
+    if out.numel():
+        _gemv_kernel[(x2.shape[0], triton.cdiv(N, bn))](x2, weight, weight, weight if bias is None else bias, out, x2.shape[0], N, K,
+                                                        x2.stride(0), weight.stride(0), out.stride(0), INT8=False, HAS_BIAS=bias is not None,
+                                                        EVEN_K=K % bk == 0, BLOCK_N=bn, BLOCK_K=bk, num_warps=nw)
+    return out.reshape(*x.shape[:-1], N)
+
+def linear(x, weight, bias=None):
+    "`F.linear`, except for a single row of activations on CUDA, which goes to the GEMV kernel."
+    if x.is_cuda and x.numel() == x.shape[-1]: return gemv(x, weight, bias)
+    return F.linear(x, weight, bias)
