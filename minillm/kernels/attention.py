@@ -13,30 +13,27 @@ import triton.language as tl
 # %% auto #0
 __all__ = ['store_kv', 'paged_decode', 'paged_prefill', 'paged_attention']
 
-# %% ../../nbs/10_triton_attention.ipynb #9ab3ed1a
+# %% ../../nbs/10_triton_attention.ipynb #11401de6
 _FLOATS = (torch.float16, torch.bfloat16, torch.float32)
-
-def _need(cond, msg):
-    if not cond: raise ValueError(msg)
 
 def _check_rows(name, t, ndim):
     "`t` is a tensor of `ndim` dims whose last dim is contiguous."
     if not isinstance(t, torch.Tensor): raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
-    _need(t.dim() == ndim, f"{name} must have {ndim} dims, got shape {tuple(t.shape)}")
-    _need(t.stride(-1) == 1 or t.shape[-1] == 1, f"{name} must be contiguous in its last dim (stride 1), got strides {t.stride()}")
+    if t.dim() != ndim: raise ValueError(f"{name} must have {ndim} dims, got shape {tuple(t.shape)}")
+    if not (t.stride(-1) == 1 or t.shape[-1] == 1): raise ValueError(f"{name} must be contiguous in its last dim (stride 1), got strides {t.stride()}")
 
 def _check_int(name, t, shape, dtypes=(torch.int32, torch.int64)):
     _check_rows(name, t, len(shape))
     if t.dtype not in dtypes: raise TypeError(f"{name} must be {' or '.join(map(str, dtypes))}, got {t.dtype}")
-    _need(tuple(t.shape) == tuple(shape), f"{name} must have shape {tuple(shape)}, got {tuple(t.shape)}")
+    if tuple(t.shape) != tuple(shape): raise ValueError(f"{name} must have shape {tuple(shape)}, got {tuple(t.shape)}")
 
 def _check_cache(k_cache, v_cache, dtype, device):
     "Both caches `[num_blocks, block_size, Hkv, D]` of `dtype` on `device`; returns their shape."
     for name, c in (('k_cache', k_cache), ('v_cache', v_cache)):
         _check_rows(name, c, 4)
         if c.dtype != dtype: raise TypeError(f"{name} dtype {c.dtype} must match the new tokens' dtype {dtype}")
-        _need(c.device == device, f"{name} is on {c.device}, expected {device}")
-    _need(k_cache.shape == v_cache.shape, f"k_cache {tuple(k_cache.shape)} and v_cache {tuple(v_cache.shape)} must have the same shape")
+        if c.device != device: raise ValueError(f"{name} is on {c.device}, expected {device}")
+    if k_cache.shape != v_cache.shape: raise ValueError(f"k_cache {tuple(k_cache.shape)} and v_cache {tuple(v_cache.shape)} must have the same shape")
     return k_cache.shape
 
 def _check_attn(q, k_cache, v_cache, block_tables, context_lens, out):
@@ -45,24 +42,23 @@ def _check_attn(q, k_cache, v_cache, block_tables, context_lens, out):
     if q.dtype not in _FLOATS: raise TypeError(f"q must be float16, bfloat16 or float32, got {q.dtype}")
     nb, bs, hkv, d = _check_cache(k_cache, v_cache, q.dtype, q.device)
     n, hq, dq = q.shape
-    _need(dq == d, f"q head_dim {dq} != cache head_dim {d}")
-    _need(16 <= d <= 256 and d & (d - 1) == 0, f"head_dim must be a power of two in [16, 256], got {d}")
-    _need(hq % hkv == 0, f"q heads ({hq}) must be a multiple of the cache's kv heads ({hkv})")
+    if dq != d: raise ValueError(f"q head_dim {dq} != cache head_dim {d}")
+    if not (16 <= d <= 256 and d & (d - 1) == 0): raise ValueError(f"head_dim must be a power of two in [16, 256], got {d}")
+    if hq % hkv != 0: raise ValueError(f"q heads ({hq}) must be a multiple of the cache's kv heads ({hkv})")
     _check_rows('context_lens', context_lens, 1)
     s = context_lens.shape[0]
     _check_int('context_lens', context_lens, (s,))
     _check_rows('block_tables', block_tables, 2)
     _check_int('block_tables', block_tables, (s, block_tables.shape[1]), (torch.int32,))
     for name, t in (('block_tables', block_tables), ('context_lens', context_lens)):
-        _need(t.device == q.device, f"{name} is on {t.device}, expected {q.device}")
+        if t.device != q.device: raise ValueError(f"{name} is on {t.device}, expected {q.device}")
     if out is None: out = torch.empty_like(q)
     else:
         _check_rows('out', out, 3)
-        _need(out.shape == q.shape and out.dtype == q.dtype and out.device == q.device,
-              f"out must be {tuple(q.shape)} {q.dtype} on {q.device}, got {tuple(out.shape)} {out.dtype} on {out.device}")
+        if not (out.shape == q.shape and out.dtype == q.dtype and out.device == q.device): raise ValueError(f"out must be {tuple(q.shape)} {q.dtype} on {q.device}, got {tuple(out.shape)} {out.dtype} on {out.device}")
     return s, hq, hkv, d, bs, out
 
-# %% ../../nbs/10_triton_attention.ipynb #31ef8446
+# %% ../../nbs/10_triton_attention.ipynb #190caf23
 @triton.jit
 def _store_kv_kernel(k_ptr, v_ptr, kc_ptr, vc_ptr, slot_ptr,
                      s_kn, s_kh, s_vn, s_vh, s_kcb, s_kct, s_kch, s_vcb, s_vct, s_vch,
@@ -80,12 +76,12 @@ def _store_kv_kernel(k_ptr, v_ptr, kc_ptr, vc_ptr, slot_ptr,
 def store_kv(k, v, k_cache, v_cache, slot_mapping):
     "Write k, v `[N, Hkv, D]` into the paged caches at `slot_mapping` `[N]` (slot -1: skip), in place."
     _check_rows('k', k, 3); _check_rows('v', v, 3)
-    _need(k.shape == v.shape, f"k {tuple(k.shape)} and v {tuple(v.shape)} must have the same shape")
+    if k.shape != v.shape: raise ValueError(f"k {tuple(k.shape)} and v {tuple(v.shape)} must have the same shape")
     if v.dtype != k.dtype: raise TypeError(f"v dtype {v.dtype} must match k dtype {k.dtype}")
     nb, bs, hkv, d = _check_cache(k_cache, v_cache, k.dtype, k.device)
-    _need(tuple(k.shape[1:]) == (hkv, d), f"k/v must be [N, {hkv}, {d}] to match the cache, got {tuple(k.shape)}")
+    if tuple(k.shape[1:]) != (hkv, d): raise ValueError(f"k/v must be [N, {hkv}, {d}] to match the cache, got {tuple(k.shape)}")
     _check_int('slot_mapping', slot_mapping, (k.shape[0],))
-    _need(slot_mapping.device == k.device, f"slot_mapping is on {slot_mapping.device}, expected {k.device}")
+    if slot_mapping.device != k.device: raise ValueError(f"slot_mapping is on {slot_mapping.device}, expected {k.device}")
     if k.shape[0] == 0: return
     _store_kv_kernel[(k.shape[0],)](k, v, k_cache, v_cache, slot_mapping, k.stride(0), k.stride(1), v.stride(0), v.stride(1),
                                     *k_cache.stride()[:3], *v_cache.stride()[:3],
@@ -172,26 +168,29 @@ def _combine_kernel(po_ptr, plse_ptr, out_ptr, s_os, s_oh,
     o = tl.sum(o * w[:, None], 0) / tl.where(tot == 0.0, 1.0, tot)
     tl.store(out_ptr + s * s_os + h * s_oh + offs_d, o.to(out_ptr.dtype.element_ty))
 
-# %% ../../nbs/10_triton_attention.ipynb #df973133
+# %% ../../nbs/10_triton_attention.ipynb #5e74ab70
 @functools.lru_cache(None)
 def _num_sms(device):
     return torch.cuda.get_device_properties(device).multi_processor_count if device.type == 'cuda' else 4
 
+@functools.lru_cache(None)
+def _capability(device): return torch.cuda.get_device_capability(device)   # asked on every launch: cached
+
 def _decode_config(q):
     "Tile size, warps and pipeline depth of the decode kernel for `q`'s device, dtype and head_dim."
     if q.device.type != 'cuda': return dict(block_n=32, num_warps=4, num_stages=1)
-    if q.dtype == torch.float32 or torch.cuda.get_device_capability(q.device) < (8, 0):
+    if q.dtype == torch.float32 or _capability(q.device) < (8, 0):
         return dict(block_n=16, num_warps=4, num_stages=2)
     return dict(block_n=max(16, min(128, 8192 // q.shape[-1])), num_warps=4, num_stages=2)   # 16 KB K tiles
 
 def _launch_decode(q, k_cache, v_cache, block_tables, context_lens, scale, out, num_splits, block_n, num_warps, num_stages):
     s, hq, hkv, d, bs, out = _check_attn(q, k_cache, v_cache, block_tables, context_lens, out)
-    _need(q.shape[0] == s, f"decode takes one query token per sequence: q has {q.shape[0]} rows for {s} sequences")
+    if q.shape[0] != s: raise ValueError(f"decode takes one query token per sequence: q has {q.shape[0]} rows for {s} sequences")
     if s == 0: return out
     g = hq // hkv
     scale = d ** -0.5 if scale is None else scale
     if num_splits is None: num_splits = max(1, min(16, triton.cdiv(2 * _num_sms(q.device), s * hkv)))
-    _need(isinstance(num_splits, int) and num_splits >= 1, f"num_splits must be a positive int, got {num_splits!r}")
+    if not (isinstance(num_splits, int) and num_splits >= 1): raise ValueError(f"num_splits must be a positive int, got {num_splits!r}")
     po = plse = out                                                    # placeholders when nothing is split
     if num_splits > 1:
         po = torch.empty(s, hq, num_splits, d, device=q.device, dtype=torch.float32)
@@ -255,20 +254,20 @@ def _prefill_kernel(q_ptr, k_ptr, v_ptr, bt_ptr, ctx_ptr, qsl_ptr, out_ptr, qk_s
     o = acc / tl.where(l_i == 0.0, 1.0, l_i)[:, None]
     tl.store(out_ptr + rows[:, None] * s_on + head[:, None] * s_oh + offs_d[None, :], o.to(out_ptr.dtype.element_ty), mask=rmask[:, None])
 
-# %% ../../nbs/10_triton_attention.ipynb #500821c1
+# %% ../../nbs/10_triton_attention.ipynb #7c810d0d
 def _prefill_config(q):
     "Rows per tile (tokens x heads), key tile, warps and pipeline depth of the prefill kernel."
     if q.device.type != 'cuda': return dict(block_m=32, block_n=32, num_warps=4, num_stages=1)
     if q.dtype == torch.float32: return dict(block_m=16, block_n=16, num_warps=4, num_stages=2)
-    if torch.cuda.get_device_capability(q.device) < (8, 0): return dict(block_m=32, block_n=16, num_warps=4, num_stages=1)
+    if _capability(q.device) < (8, 0): return dict(block_m=32, block_n=16, num_warps=4, num_stages=1)
     return dict(block_m=64, block_n=64, num_warps=4, num_stages=2)
 
 def _launch_prefill(q, k_cache, v_cache, block_tables, context_lens, query_start_loc, max_q_len, scale, out,
                     block_m, block_n, num_warps, num_stages):
     s, hq, hkv, d, bs, out = _check_attn(q, k_cache, v_cache, block_tables, context_lens, out)
     _check_int('query_start_loc', query_start_loc, (s + 1,))
-    _need(query_start_loc.device == q.device, f"query_start_loc is on {query_start_loc.device}, expected {q.device}")
-    _need(isinstance(max_q_len, int) and max_q_len >= 0, f"max_q_len must be a non-negative int, got {max_q_len!r}")
+    if query_start_loc.device != q.device: raise ValueError(f"query_start_loc is on {query_start_loc.device}, expected {q.device}")
+    if not (isinstance(max_q_len, int) and max_q_len >= 0): raise ValueError(f"max_q_len must be a non-negative int, got {max_q_len!r}")
     if s == 0 or q.shape[0] == 0 or max_q_len == 0: return out
     g = hq // hkv
     gp = triton.next_power_of_2(g)
