@@ -3,8 +3,6 @@
 # Needs the pure-Python wheels of execnb/nbdev in .whl/ when the machine has none installed:
 #   bash ../shared/tools/device-wheels.sh   (or: pip download "execnb<0.2" "fastcore<1.15" "nbdev==2.4.14" ipython ...)
 # Usage: tools/gpu_notebooks.sh OUTDIR nbs/05_x.ipynb [more notebooks]; executed copies are written to OUTDIR.
-# With CELLS=REGEX set, only the `#| cuda` cells whose source matches REGEX run; the others keep their saved outputs
-# (a long chapter can then be executed in parts).
 set -u
 out=$1; shift
 if [ -d .whl ]; then
@@ -15,14 +13,11 @@ export PYTHONUNBUFFERED=1
 for nb in "$@"; do
   t0=$(date +%s)
   python3 - "$nb" "$out/$(basename "$nb")" <<'PY'
-import os, re, sys
+import sys
 from execnb.shell import CaptureShell
-src, dest, only = sys.argv[1], sys.argv[2], os.environ.get('CELLS')
-def skip(cell):
-    cuda = cell.cell_type == 'code' and any('cuda' in l[2:].split() for l in cell.source.splitlines() if l.startswith('#|'))
-    return bool(only) and cuda and not re.search(only, cell.source)
+src, dest = sys.argv[1], sys.argv[2]
 sh = CaptureShell(src)
-sh.execute(src, dest, exc_stop=False, preproc=skip)
+sh.execute(src, dest, exc_stop=False)
 import json
 errs = [o for c in json.load(open(dest))['cells'] if c['cell_type'] == 'code' for o in c.get('outputs', []) if o.get('output_type') == 'error']
 for e in errs: print('ERROR in', src, e.get('ename'), e.get('evalue'))
