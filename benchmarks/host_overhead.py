@@ -1,0 +1,53 @@
+#!/usr/bin/env python3
+"""Host (CPU) cost of the engine's bookkeeping, measured without a GPU: the model and kernel launches are replaced by
+stand-ins, so what is timed is the Python and PyTorch work around them.
+
+Run from the repository root:  PYTHONPATH=. python3 benchmarks/host_overhead.py
+Prints: (1) ms per decode step of a 64 x 256 -> 128 greedy run through the graph bookkeeping (emulated graphs, fake
+logits), and the same at batch 1; (2) ms to prepare one eager step of 64 uncached 256-token prompts; (3) µs per call
+of the attention and fused-op launchers with the Triton launch stubbed.
+"""
+import os
+os.environ.setdefault('TRITON_INTERPRET', '1')
+import time, torch
+from minillm import LLM, SamplingParams
+import minillm.kernels.attention as A, minillm.kernels.fused as Fu
+
+def best_of(fn, n=5):
+    ts = []
+    for _ in range(n): t0 = time.perf_counter(); fn(); ts.append(time.perf_counter() - t0)
+    return min(ts)
+
+fake = torch.randn(256, 16)                               # logits of a 16-token vocabulary: sampling costs ~nothing
+llm = LLM('tiny-qwen3', cuda_graphs='emulate', dtype='float32')
+llm.runner.graphs.replay = lambda b, B: fake[:B]
+llm.runner.forward = lambda ids, pos, attn, rows: fake[:len(rows)]
+sp = SamplingParams(max_tokens=128, ignore_eos=True, temperature=0)
+for B in (64, 1):
+    prompts = [[(i * 7 + j) % 1000 + 10 for j in range(256)] for i in range(B)]
+    llm.generate(prompts, sp, use_tqdm=False)
+    print(f"decode bookkeeping, batch {B:2}: {best_of(lambda: llm.generate(prompts, sp, use_tqdm=False)) / 128 * 1e3:.3f} ms per step")
+
+r, bm = llm.runner, llm.block_manager
+from minillm.scheduler import Sequence
+seqs = [Sequence(10**6 + i, [(i * 13 + j) % 5000 for j in range(256)], sp) for i in range(64)]
+for s in seqs: bm.allocate(s.seq_id, s.token_ids, 256)
+print(f"eager step inputs, 64 x 256 tokens: {best_of(lambda: r.prepare([(s, 256) for s in seqs])) * 1e3:.2f} ms")
+for s in seqs: bm.free(s.seq_id)
+
+class Stub:                                               # `kernel[grid](...)` that launches nothing
+    def __getitem__(self, grid): return lambda *a, **k: None
+for name in ('_prefill_kernel', '_store_kv_kernel'): setattr(A, name, Stub())
+for name in ('_rmsnorm_kernel', '_qk_rope_kernel', '_silu_mul_kernel'): setattr(Fu, name, Stub())
+N, Hq, Hkv, D = 1024, 16, 8, 128
+q, k, v = torch.randn(N, Hq, D), torch.randn(N, Hkv, D), torch.randn(N, Hkv, D)
+kc = torch.zeros(512, 16, Hkv, D); vc = torch.zeros_like(kc)
+bt = (torch.arange(64 * 16, dtype=torch.int32) % 512).view(64, 16)
+cl, qsl = torch.full((64,), 16, dtype=torch.int32), torch.arange(65, dtype=torch.int32) * 16
+x, w, cos, sin, gu, qw = torch.randn(N, 1024), torch.ones(1024), torch.randn(N, D), torch.randn(N, D), torch.randn(N, 6144), torch.ones(D)
+for name, f in [('store_kv', lambda: A.store_kv(k, v, kc, vc, torch.arange(N))),
+                ('paged_attention (prefill)', lambda: A.paged_attention(q, kc, vc, bt, cl, qsl, 16)),
+                ('rms_norm with residual', lambda: Fu.rms_norm(x, w, 1e-6, x)),
+                ('qk_norm_rope', lambda: Fu.qk_norm_rope(q, k, qw, qw, cos, sin, 1e-6)),
+                ('silu_mul', lambda: Fu.silu_mul(gu))]:
+    print(f"launcher {name:26} {best_of(lambda: [f() for _ in range(1000)]) * 1e3:6.1f} µs per call")
