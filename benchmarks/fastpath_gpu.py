@@ -3,7 +3,7 @@
 
 Run from the repository root:  PYTHONPATH=. python3 benchmarks/fastpath_gpu.py [--only=gemv,fp32,...]
 Sections (each runs even if an earlier one failed; failures are recorded):
-  gemv      the dense GEMV (minillm.quant.gemv) against cuBLAS F.linear at M = 1, Qwen3-0.6B and 8B shapes,
+  gemv      the dense GEMV (minillm.kernels.fused.gemv) against cuBLAS F.linear at M = 1, Qwen3-0.6B and 8B shapes,
             over candidate tile configurations (CUDA-graph replays over enough weight copies to defeat L2)
   fp32      correctness: fast path (Triton attention, fused ops, GEMV, graphs) == PyTorch path == transformers,
             8 prompts x 32 tokens as one batch and one at a time (batch 1 takes the GEMV)
@@ -19,6 +19,7 @@ import torch
 import torch.nn.functional as F
 from triton.testing import do_bench
 import minillm.quant as Q
+import minillm.kernels.fused as FK
 from minillm.engine import LLM
 from minillm.sampling import SamplingParams
 from minillm.loading import random_checkpoint, PRESETS
@@ -67,12 +68,12 @@ def gemv():
         ref = F.linear(x.float(), ws[0].float())
         row = dict(shape=name, K=K, N=N, cublas=gtime([lambda w=w: F.linear(x, w) for w in ws]))
         for c in CONFIGS:
-            err = ((Q.gemv(x, ws[0], config=c).float() - ref).norm() / ref.norm()).item()
+            err = ((FK.gemv(x, ws[0], config=c).float() - ref).norm() / ref.norm()).item()
             assert err < 1e-2, (name, c, err)
-            row[str(c)] = gtime([lambda w=w: Q.gemv(x, w, config=c) for w in ws])
+            row[str(c)] = gtime([lambda w=w: FK.gemv(x, w, config=c) for w in ws])
         res.append(row)
         best = min(CONFIGS, key=lambda c: row[str(c)])
-        log(f"{name:13} cuBLAS {row['cublas']:6.1f} µs  GEMV {row[str(Q.GEMV_CONFIG)]:6.1f} (default {Q.GEMV_CONFIG})  best {row[str(best)]:6.1f} {best}"
+        log(f"{name:13} cuBLAS {row['cublas']:6.1f} µs  GEMV {row[str(FK.GEMV_CONFIG)]:6.1f} (default {FK.GEMV_CONFIG})  best {row[str(best)]:6.1f} {best}"
             f"  {2 * N * K / row[str(best)] / 1e3:5.0f} GB/s")
         del ws; torch.cuda.empty_cache()
     tot = {str(c): sum(r[str(c)] for r in res if r['shape'].startswith('0.6b')) for c in CONFIGS}
