@@ -32,7 +32,7 @@ def _check_tokens(token_ids):
     if not isinstance(token_ids, (list, tuple)):
         raise TypeError(f"token_ids must be a list or tuple of ints, got {type(token_ids).__name__}")
 
-# %% ../nbs/06_paged.ipynb #5341c057
+# %% ../nbs/06_paged.ipynb #cf2aece7
 class BlockManager:
     "Fixed-size KV-cache blocks: free list, reference counts, per-sequence block tables and prefix caching."
     hash_fn = staticmethod(hash_block)  # replaceable, e.g. by a colliding hash in tests
@@ -78,9 +78,10 @@ class BlockManager:
         "Tokens of `token_ids` that prefix-cache hits would cover now (a multiple of block_size); changes nothing."
         return len(self._match(token_ids)[0]) * self.block_size
 
-    def allocate(self, seq_id, token_ids, num_tokens: int) -> bool:
-        "Make the table of `seq_id` cover its first `num_tokens` tokens; False (and no change) if blocks run out."
+    def allocate(self, seq_id, token_ids, num_tokens: int, budget: int | None = None) -> bool:
+        "Make the table of `seq_id` cover its first `num_tokens` tokens (on a first allocation at most `budget` beyond its prefix-cache hits); False (and no change) if blocks run out."
         _check_tokens(token_ids); _check_int('num_tokens', num_tokens, 0, len(token_ids))
+        if budget is not None: _check_int('budget', budget, 0)
         table = self._tables.get(seq_id)
         if table is not None:                                 # a running sequence: new blocks only, every step
             need = -(-num_tokens // self.block_size) - len(table)
@@ -89,6 +90,7 @@ class BlockManager:
                 table.extend(self._take_block() for _ in range(need))
             return True
         hits, h, rid = self._match(token_ids)
+        if budget is not None: num_tokens = min(num_tokens, len(hits) * self.block_size + budget)
         need = max(0, -(-num_tokens // self.block_size) - len(hits))
         revived = sum(self.ref_count[b] == 0 for b in hits)   # hits now evictable: taking them shrinks the pool
         if need > self.num_free_blocks - revived: return False
@@ -156,7 +158,7 @@ class BlockManager:
         self._hash[b] = self._key[b] = self._reg_id[b] = None
         if self.ref_count[b] == 0: del self._evictable[b]; self._free.append(b)
 
-# %% ../nbs/06_paged.ipynb #a3447442
+# %% ../nbs/06_paged.ipynb #e216899b
 def allocate_kv_cache(num_layers: int, num_blocks: int, block_size: int, num_kv_heads: int, head_dim: int,
                       dtype=torch.float16, device='cpu') -> list[tuple[torch.Tensor, torch.Tensor]]:
     "Zeroed `(k_cache, v_cache)` per layer, each `[num_blocks, block_size, num_kv_heads, head_dim]`."
@@ -166,7 +168,7 @@ def allocate_kv_cache(num_layers: int, num_blocks: int, block_size: int, num_kv_
     return [(torch.zeros(shape, dtype=dtype, device=device), torch.zeros(shape, dtype=dtype, device=device))
             for _ in range(num_layers)]
 
-# %% ../nbs/06_paged.ipynb #2e2b3b81
+# %% ../nbs/06_paged.ipynb #e8f14ff9
 def store_kv(k, v, k_cache, v_cache, slot_mapping):
     "Write `k`, `v` `[N, Hkv, D]` into the paged caches at `slot_mapping` `[N]`; slots of -1 are skipped."
     if k.dim() != 3 or k.shape != v.shape or k.shape[1:] != k_cache.shape[2:] or k_cache.shape != v_cache.shape:
@@ -180,7 +182,7 @@ def store_kv(k, v, k_cache, v_cache, slot_mapping):
     k_cache.view(-1, *k_cache.shape[2:])[slots] = k[keep].to(k_cache.dtype)   # [blocks * block_size, Hkv, D]
     v_cache.view(-1, *v_cache.shape[2:])[slots] = v[keep].to(v_cache.dtype)
 
-# %% ../nbs/06_paged.ipynb #2c55bfad
+# %% ../nbs/06_paged.ipynb #f76a2827
 def paged_attention_ref(q, k_cache, v_cache, block_tables, context_lens, query_start_loc, scale=None):
     "Causal GQA attention of packed new tokens `q` `[N, Hq, D]` over each sequence's paged K/V; returns `[N, Hq, D]`."
     N, Hq, D = q.shape

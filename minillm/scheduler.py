@@ -38,7 +38,7 @@ class SchedulerOutput:
     scheduled: list
     preempted: list
 
-# %% ../nbs/08_scheduler.ipynb #c8feb6ca
+# %% ../nbs/08_scheduler.ipynb #02ba1351
 class Scheduler:
     "Chooses, each step, which sequences run and how many tokens each computes."
     def __init__(self, block_manager: BlockManager, max_num_seqs: int, max_num_batched_tokens: int):
@@ -71,9 +71,7 @@ class Scheduler:
             break
         while self.waiting and budget > 0 and not preempted and len(self.running) < self.max_num_seqs:  # 2. admit
             seq = self.waiting[0]
-            cached = self.bm.match_prefix(seq.token_ids)
-            n = min(seq.num_tokens - cached, budget)
-            if not self.bm.allocate(seq.seq_id, seq.token_ids, cached + n): break
+            if not self.bm.allocate(seq.seq_id, seq.token_ids, seq.num_tokens, budget=budget): break   # cached prefix + budget
             seq.num_computed = self.bm.num_cached_tokens(seq.seq_id)
             if seq.num_cached_tokens is None: seq.num_cached_tokens = seq.num_computed
             n = min(seq.num_tokens - seq.num_computed, budget)
