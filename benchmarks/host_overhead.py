@@ -4,13 +4,15 @@ stand-ins, so what is timed is the Python and PyTorch work around them.
 
 Run from the repository root:  PYTHONPATH=. python3 benchmarks/host_overhead.py
 Prints: (1) ms per decode step of a 64 x 256 -> 128 greedy run through the graph bookkeeping (emulated graphs, fake
-logits), and the same at batch 1; (2) ms to prepare one eager step of 64 uncached 256-token prompts; (3) µs per call
-of the attention and fused-op launchers with the Triton launch stubbed.
+logits), and the same at batch 1; (2) ms of one scheduling pass admitting 64 prompts found in the prefix cache;
+(3) ms to prepare one eager step of 64 uncached 256-token prompts; (4) µs per call of the attention and fused-op
+launchers with the Triton launch stubbed.
 """
 import os
 os.environ.setdefault('TRITON_INTERPRET', '1')
 import time, torch
 from minillm import LLM, SamplingParams
+from minillm.scheduler import Sequence
 import minillm.kernels.attention as A, minillm.kernels.fused as Fu
 
 def best_of(fn, n=5):
@@ -26,10 +28,17 @@ sp = SamplingParams(max_tokens=128, ignore_eos=True, temperature=0)
 for B in (64, 1):
     prompts = [[(i * 7 + j) % 1000 + 10 for j in range(256)] for i in range(B)]
     llm.generate(prompts, sp, use_tqdm=False)
+    if B == 64: prompts64 = prompts                       # now in the prefix cache
     print(f"decode bookkeeping, batch {B:2}: {best_of(lambda: llm.generate(prompts, sp, use_tqdm=False)) / 128 * 1e3:.3f} ms per step")
 
 r, bm = llm.runner, llm.block_manager
-from minillm.scheduler import Sequence
+def admit():                                              # one scheduling pass admitting 64 prompts the cache holds
+    seqs = [Sequence(10**7 + i, list(p), sp) for i, p in enumerate(prompts64)]
+    for s in seqs: llm.scheduler.add(s)
+    t0 = time.perf_counter(); llm.scheduler.schedule(); dt = time.perf_counter() - t0
+    for s in seqs: llm.scheduler.finish(s, 'abort')
+    return dt
+print(f"admission of 64 cached 256-token prompts: {min(admit() for _ in range(5)) * 1e3:.2f} ms")
 seqs = [Sequence(10**6 + i, [(i * 13 + j) % 5000 for j in range(256)], sp) for i in range(64)]
 for s in seqs: bm.allocate(s.seq_id, s.token_ids, 256)
 print(f"eager step inputs, 64 x 256 tokens: {best_of(lambda: r.prepare([(s, 256) for s in seqs])) * 1e3:.2f} ms")
