@@ -16,7 +16,7 @@ def batch_buckets(max_batch: int) -> list:
     top = 1 << (max_batch - 1).bit_length() if max_batch <= 8 else -(-max_batch // 16) * 16
     return [b for b in (1, 2, 4, 8) if b <= top] + list(range(16, top + 1, 16))
 
-# %% ../nbs/11_cuda_graphs.ipynb #75c14e3c
+# %% ../nbs/11_cuda_graphs.ipynb #b3cc52b3
 class DecodeGraphs:
     "CUDA graphs of the decode step, one per batch bucket, over static input buffers."
     def __init__(self, runner, max_batch: int, max_blocks_per_seq: int, emulate: bool = False):
@@ -25,6 +25,7 @@ class DecodeGraphs:
         self.block_size, self.spare_block = runner.kv_caches[0][0].shape[1], runner.spare_block
         n = M * (2 + max_blocks_per_seq)                   # room for token ids, positions and block tables of M rows
         self.host = torch.zeros(n, dtype=torch.long, pin_memory=dev.type == 'cuda')   # filled by the CPU...
+        self.host_np = self.host.numpy()                                              # (through numpy: fastest from a list)
         self.stage = torch.zeros(n, dtype=torch.long, device=dev)                     # ...and copied here in one go
         self.tables = torch.full((M, max_blocks_per_seq), runner.spare_block, dtype=torch.int32, device=dev)
         self.qsl = torch.arange(M + 1, dtype=torch.int32, device=dev)
@@ -71,7 +72,7 @@ class DecodeGraphs:
             vals += ([self.spare_block] + [0] * (w - 1)) * (b - B)  # padding rows: position 0 of the spare block
         n = len(vals)
         if self.copied is not None: self.copied.synchronize()                         # `host` is free to overwrite
-        self.host.numpy()[:n] = vals                                                  # numpy converts a list fastest
+        self.host_np[:n] = vals
         self.stage[:n].copy_(self.host[:n], non_blocking=True)                        # one host-to-device copy
         if self.copied is not None: self.copied.record()
         if not same: self.tables[:b, :w] = self.stage[2 * M:n].view(b, w)

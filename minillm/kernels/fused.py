@@ -138,7 +138,7 @@ def _gemv_kernel(x_ptr, w_ptr, s_ptr, b_ptr, o_ptr, M, N, K, stride_xm, stride_w
     if HAS_BIAS: y += tl.load(b_ptr + rn, mask=n_ok, other=0.).to(tl.float32)
     tl.store(o_ptr + m.to(tl.int64) * stride_om + rn, y.to(o_ptr.dtype.element_ty), mask=n_ok)
 
-# %% ../../nbs/10a_fused_ops.ipynb #da87c9c9
+# %% ../../nbs/10a_fused_ops.ipynb #d7206ed4
 GEMV_CONFIG = (2, 1024, 4)   # BLOCK_N, BLOCK_K, num_warps of the dense GEMV: the fastest of 8 tried on an H200 (below)
 
 def gemv(x, weight, bias=None, config=None):
@@ -155,12 +155,16 @@ def gemv(x, weight, bias=None, config=None):
     x2 = x.reshape(-1, K)
     if x2.stride(-1) != 1: x2 = x2.contiguous()
     out = torch.empty(x2.shape[0], N, dtype=x.dtype, device=x.device)
-    bn, bk, nw = config or GEMV_CONFIG
-    if out.numel():
-        _gemv_kernel[(x2.shape[0], triton.cdiv(N, bn))](x2, weight, weight, weight if bias is None else bias, out, x2.shape[0], N, K,
-                                                        x2.stride(0), weight.stride(0), out.stride(0), INT8=False, HAS_BIAS=bias is not None,
-                                                        EVEN_K=K % bk == 0, BLOCK_N=bn, BLOCK_K=bk, num_warps=nw)
+    if out.numel(): _launch_gemv(x2, weight, None, bias, out, *(config or GEMV_CONFIG))
     return out.reshape(*x.shape[:-1], N)
+
+def _launch_gemv(x2, weight, scale, bias, out, block_n, block_k, num_warps, num_stages=1):
+    "Launch the GEMV on checked 2-D operands: `out` `[M, N]` = `x2` `[M, K]` times `weight` `[N, K]`, int8 when `scale` is given."
+    (M, K), N = x2.shape, weight.shape[0]
+    _gemv_kernel[(M, triton.cdiv(N, block_n))](x2, weight, weight if scale is None else scale, weight if bias is None else bias, out,
+                                               M, N, K, x2.stride(0), weight.stride(0), out.stride(0), INT8=scale is not None,
+                                               HAS_BIAS=bias is not None, EVEN_K=K % block_k == 0, BLOCK_N=block_n,
+                                               BLOCK_K=block_k, num_warps=num_warps, num_stages=num_stages)
 
 def linear(x, weight, bias=None):
     "`F.linear`, except for a single row of activations on CUDA, which goes to the GEMV kernel."
