@@ -5,12 +5,13 @@ Run from the repository root:  PYTHONPATH=. python3 benchmarks/fastpath_gpu.py [
 Sections (each runs even if an earlier one failed; failures are recorded):
   gemv      the dense GEMV (minillm.kernels.fused.gemv) against cuBLAS F.linear at M = 1, Qwen3-0.6B and 8B shapes,
             over candidate tile configurations (CUDA-graph replays over enough weight copies to defeat L2)
+  int8_gemv the int8 GEMV (same kernel) at Qwen3-8B shapes over tile candidates, against cuBLAS bf16
   fp32      correctness: fast path (Triton attention, fused ops, GEMV, graphs) == PyTorch path == transformers,
             8 prompts x 32 tokens as one batch and one at a time (batch 1 takes the GEMV)
   steps     Qwen3-0.6B bf16 decode-step time per bucket, graphs with fused ops, with and without the GEMV
   prefill   the top GPU operations of a 64 x 256-token prefill
-  e2e       Qwen3-0.6B bf16, 256-token prompts -> 128 tokens, batch 1 and 64: tokens/s (median of 3) and the
-            per-phase profile (minillm.profiling)
+  e2e       Qwen3-0.6B bf16, 256-token prompts -> 128 tokens, batch 1 and 64: tokens/s (median of 3) with the
+            engine's overlap of CPU and GPU work off and on, and the per-phase profile (minillm.profiling)
   int8_8b   Qwen3-8B batch 1, bf16 engine against int8 engine, with the weight-read floor from the measured copy rate
 Writes fastpath_gpu.json to $OUT if set, else to benchmarks/results/.
 """
@@ -79,6 +80,35 @@ def gemv():
     tot = {str(c): sum(r[str(c)] for r in res if r['shape'].startswith('0.6b')) for c in CONFIGS}
     R['gemv'], R['gemv_06b_total'] = res, dict(cublas=sum(r['cublas'] for r in res if r['shape'].startswith('0.6b')), **tot)
     log('0.6b layer total (µs):', {k: round(v, 1) for k, v in R['gemv_06b_total'].items()})
+
+INT8_CONFIGS = [(4, 1024, 4, 1), (8, 1024, 4, 1), (4, 2048, 4, 1), (8, 2048, 8, 1), (16, 1024, 8, 1), (4, 1024, 4, 2),
+                (8, 512, 4, 3), (2, 4096, 8, 1), (16, 512, 4, 2)]
+
+def int8_gemv():
+    "The int8 GEMV (the same kernel, INT8) at Qwen3-8B shapes over tile candidates, against cuBLAS bf16."
+    L2, res = 60 * 2**20, []
+    for name, (K, N) in [(k, v) for k, v in GEMV_SHAPES.items() if k.startswith('8b')]:
+        copies = max(8, -(-3 * L2 // (N * K)))
+        qs = [Q.quantize_weight(torch.randn(N, K, device='cuda', dtype=torch.bfloat16) * 0.02) for _ in range(copies)]
+        ws = [Q.dequantize_weight(q, s) for q, s in qs[:1]]
+        x = torch.randn(1, K, device='cuda', dtype=torch.bfloat16)
+        ref = F.linear(x.float(), ws[0].float())
+        dense = [torch.randn(N, K, device='cuda', dtype=torch.bfloat16) for _ in range(max(8, -(-3 * L2 // (2 * N * K))))]
+        row = dict(shape=name, K=K, N=N, cublas_bf16=gtime([lambda w=w: F.linear(x, w) for w in dense]))
+        del dense
+        for c in INT8_CONFIGS:
+            out = torch.empty(1, N, device='cuda', dtype=torch.bfloat16)
+            FK._launch_gemv(x, qs[0][0], qs[0][1], None, out, *c)
+            err = ((out.float() - ref).norm() / ref.norm()).item()
+            assert err < 1e-2, (name, c, err)
+            row[str(c)] = gtime([lambda q=q, s=s: FK._launch_gemv(x, q, s, None, out, *c) for q, s in qs])
+        row['w8_linear'] = gtime([lambda q=q, s=s: Q.w8_linear(x, q, s) for q, s in qs])
+        res.append(row)
+        best = min(INT8_CONFIGS, key=lambda c: row[str(c)])
+        log(f"{name:13} cuBLAS bf16 {row['cublas_bf16']:6.1f} µs  int8 default {row['w8_linear']:6.1f} ({row['cublas_bf16'] / row['w8_linear']:.2f}x)"
+            f"  best {row[str(best)]:6.1f} {best} ({row['cublas_bf16'] / row[str(best)]:.2f}x, {N * K / row[str(best)] / 1e3:5.0f} GB/s)")
+        del qs; torch.cuda.empty_cache()
+    R['int8_gemv'] = res
 
 def fp32():
     g = torch.Generator().manual_seed(0)
@@ -162,10 +192,15 @@ def e2e():
     for B in (1, 64):
         ps = torch.randint(0, 151643, (B, 256), generator=g).tolist()
         llm.generate(ps, SamplingParams(temperature=0, max_tokens=8, ignore_eos=True), use_tqdm=False)
-        dts = [timed(lambda: llm.generate(ps, sp, use_tqdm=False))[1] for _ in range(3)]
+        off = []
+        for overlap in (False, True):                      # the engine's default last
+            llm.config.overlap = overlap
+            dts = [timed(lambda: llm.generate(ps, sp, use_tqdm=False))[1] for _ in range(3)]
+            if not overlap: off = dts
         prof = profile_engine(llm, ps, sp)
-        R[f'bs{B}'] = dict(tok_s=B * 128 / statistics.median(dts), times=dts, profile=prof)
-        log(f"batch {B:3}: {B * 128 / statistics.median(dts):8.0f} tok/s; per step (ms): " +
+        R[f'bs{B}'] = dict(tok_s=B * 128 / statistics.median(dts), times=dts, tok_s_no_overlap=B * 128 / statistics.median(off),
+                           times_no_overlap=off, profile=prof)
+        log(f"batch {B:3}: {B * 128 / statistics.median(dts):8.0f} tok/s (overlap off: {B * 128 / statistics.median(off):8.0f}); per step (ms): " +
             ', '.join(f"{k} {v:.3f}" for k, v in prof['phases_ms_per_step'].items()) +
             f"; synced total {prof['synced_wall_ms_per_step']:.3f}; GPU busy {prof['gpu_busy_fraction']:.0%}")
 
@@ -180,20 +215,23 @@ def int8_8b():
     for q in (None, 'int8'):
         llm = LLM(str(ck), dtype='bfloat16', device='cuda', quantization=q, max_num_seqs=8, max_model_len=4096, num_kv_blocks=1024)
         llm.generate(ps, SamplingParams(temperature=0, max_tokens=8, ignore_eos=True), use_tqdm=False)
+        llm.config.overlap = False
+        off = [timed(lambda: llm.generate(ps, sp, use_tqdm=False))[1] for _ in range(3)]
+        llm.config.overlap = True
         dts = [timed(lambda: llm.generate(ps, sp, use_tqdm=False))[1] for _ in range(3)]
         wb = weight_bytes(cfg, 2) if q is None else weight_bytes(cfg, 2) - sum(
             t.numel() for m in llm.model.modules() if isinstance(m, Q.QuantLinear) for t in [m.weight])  # int8: 1 byte per weight
         floor_ms = wb / bw * 1e3
         out[q or 'bf16'] = dict(tok_s=128 / statistics.median(dts), ms_per_token=statistics.median(dts) / 128 * 1e3, floor_ms=floor_ms,
-                                weight_bytes=wb, times=dts)
+                                weight_bytes=wb, times=dts, tok_s_no_overlap=128 / statistics.median(off))
         log(f"8b {q or 'bf16'}: {128 / statistics.median(dts):.1f} tok/s, {statistics.median(dts) / 128 * 1e3:.2f} ms/token, weight floor {floor_ms:.2f} ms"
-            f" ({100 * floor_ms / (statistics.median(dts) / 128 * 1e3):.0f}% of floor)")
+            f" ({100 * floor_ms / (statistics.median(dts) / 128 * 1e3):.0f}% of floor); overlap off {128 / statistics.median(off):.1f} tok/s")
         del llm; gc.collect(); torch.cuda.empty_cache()
     out['int8_speedup'] = out['int8']['tok_s'] / out['bf16']['tok_s']
     R['8b'] = out
     log(f"8b int8 / bf16 = {out['int8_speedup']:.2f}x")
 
-SECTIONS = dict(gemv=gemv, fp32=fp32, steps=steps, prefill=prefill, e2e=e2e, int8_8b=int8_8b)
+SECTIONS = dict(gemv=gemv, int8_gemv=int8_gemv, fp32=fp32, steps=steps, prefill=prefill, e2e=e2e, int8_8b=int8_8b)
 only = [a.split('=', 1)[1].split(',') for a in sys.argv if a.startswith('--only=')]
 for fn in [f for k, f in SECTIONS.items() if not only or k in only[0]]: run_section(fn)
 log('done; errors in:', list(R['errors']) or 'none')

@@ -8,7 +8,7 @@ import torch
 from .runner import PagedAttention
 
 # %% auto #0
-__all__ = ['batch_buckets', 'DecodeGraphs']
+__all__ = ['batch_buckets', 'DecodeGraphs', 'PrefillGraphs']
 
 # %% ../nbs/11_cuda_graphs.ipynb #36fa9609
 def batch_buckets(max_batch: int) -> list:
@@ -16,31 +16,36 @@ def batch_buckets(max_batch: int) -> list:
     top = 1 << (max_batch - 1).bit_length() if max_batch <= 8 else -(-max_batch // 16) * 16
     return [b for b in (1, 2, 4, 8) if b <= top] + list(range(16, top + 1, 16))
 
-# %% ../nbs/11_cuda_graphs.ipynb #b3cc52b3
+# %% ../nbs/11_cuda_graphs.ipynb #d66b2403
 class DecodeGraphs:
     "CUDA graphs of the decode step, one per batch bucket, over static input buffers."
     def __init__(self, runner, max_batch: int, max_blocks_per_seq: int, emulate: bool = False):
         self.runner, self.emulate, self.buckets = runner, emulate, batch_buckets(max_batch)
-        M, dev = self.buckets[-1], runner.device
+        M, dev, cuda = self.buckets[-1], runner.device, runner.device.type == 'cuda'
         self.block_size, self.spare_block = runner.kv_caches[0][0].shape[1], runner.spare_block
-        n = M * (2 + max_blocks_per_seq)                   # room for token ids, positions and block tables of M rows
-        self.host = torch.zeros(n, dtype=torch.long, pin_memory=dev.type == 'cuda')   # filled by the CPU...
+        n = M * (3 + max_blocks_per_seq)                   # token ids, positions, token sources, block tables of M rows
+        self.host = torch.zeros(n, dtype=torch.long, pin_memory=cuda)                 # filled by the CPU...
         self.host_np = self.host.numpy()                                              # (through numpy: fastest from a list)
-        self.stage = torch.zeros(n, dtype=torch.long, device=dev)                     # ...and copied here in one go
+        self.stage = torch.zeros(M + n, dtype=torch.long, device=dev)                 # ...and copied here after M slots
         self.tables = torch.full((M, max_blocks_per_seq), runner.spare_block, dtype=torch.int32, device=dev)
         self.qsl = torch.arange(M + 1, dtype=torch.int32, device=dev)
-        self.copied = torch.cuda.Event() if dev.type == 'cuda' else None   # the last copy out of `host` is done
-        self.sent_tables = None                                           # (bucket, tables) in `self.tables` now
-        self.graphs, self.outputs = {}, {}
+        self.copied = torch.cuda.Event() if cuda else None          # the last copy out of `host` is done
+        self.out = torch.zeros(2, M, dtype=torch.long, pin_memory=cuda)               # greedy tokens, two turns
+        self.done = [torch.cuda.Event() if cuda else None for _ in range(2)]          # each turn's copy is done
+        self.turn, self.sent_tables = 0, None                       # (bucket, tables) in `self.tables` now
+        self.graphs, self.outputs, self.pool = {}, {}, None
         if not emulate: self._capture()
 
     def _step(self, b):
-        "The decode step of bucket `b`: token ids `stage[:b]`, positions `stage[M:M+b]`, `tables[:b]`; logits `[b, V]`."
-        r, bs, M = self.runner, self.block_size, self.buckets[-1]
-        ids, pos, tables = self.stage[:b], self.stage[M:M + b], self.tables[:b]
+        "The decode step of bucket `b` on the static buffers; logits `[b, V]`, greedy tokens left in `stage[:b]`."
+        r, bs, M, st = self.runner, self.block_size, self.buckets[-1], self.stage
+        ids = st[:2 * M][st[3 * M:3 * M + b]]              # [b] each row's token: last step's greedy token or sent now
+        pos, tables = st[2 * M:2 * M + b], self.tables[:b]
         slots = tables.gather(1, (pos // bs)[:, None])[:, 0].long() * bs + pos % bs   # [b] cache slot of each new token
         attn = PagedAttention(r.kv_caches, slots, tables, (pos + 1).int(), self.qsl[:b + 1], 1, store=r.store, attend=r.attend)
-        return r.model.logits(r.model.hidden(ids, pos, attn))
+        logits = r.model.logits(r.model.hidden(ids, pos, attn))
+        torch.argmax(logits, -1, out=st[:b])               # the next step may take its inputs from here
+        return logits
 
     @torch.no_grad()
     def _capture(self):
@@ -52,20 +57,24 @@ class DecodeGraphs:
             g = torch.cuda.CUDAGraph()
             with torch.cuda.graph(g, pool=pool): self.outputs[b] = self._step(b)
             pool, self.graphs[b] = g.pool(), g
+        self.pool = pool                                   # the prefill graphs below share it
         torch.cuda.synchronize()
 
     def fits(self, scheduled) -> bool:
         "True for a step of pure decodes (one new token per sequence, each sampling) within the largest bucket."
         return len(scheduled) <= self.buckets[-1] and all(n == 1 and s.num_computed + 1 == s.num_tokens for s, n in scheduled)
 
-    def fill(self, scheduled) -> int:
+    def fill(self, scheduled, feed=None) -> int:
         "Write the inputs of `scheduled` decodes (and padding rows) into the static buffers; returns the bucket."
-        B = len(scheduled)
+        B, M, feed = len(scheduled), self.buckets[-1], feed or {}
         b = next(x for x in self.buckets if x >= B)
         tables = [self.runner.bm.block_table(s.seq_id) for s, _ in scheduled]
-        w, M = max(map(len, tables)), self.buckets[-1]
-        # token ids at [0, M), positions at [M, 2M) (the same places for every bucket), then the tables, b rows of w
-        vals = [s.token_ids[-1] for s, _ in scheduled] + [0] * (M - B) + [s.num_computed for s, _ in scheduled] + [0] * (M - B)
+        w = max(map(len, tables))
+        # after the M greedy tokens of the last step: token ids, positions, sources (row r < M: the last step's token
+        # of row r; M + i: the id sent for row i), the same places for every bucket; then the tables, b rows of w
+        vals = [0 if s in feed else s.token_ids[-1] for s, _ in scheduled] + [0] * (M - B)
+        vals += [s.num_computed for s, _ in scheduled] + [0] * (M - B)
+        vals += [feed.get(s, M + i) for i, (s, _) in enumerate(scheduled)] + list(range(M + B, 2 * M))
         same = (b, tables) == self.sent_tables         # most steps: no sequence crossed into a new block
         if not same:
             for t in tables: vals += t; vals += [0] * (w - len(t))
@@ -73,9 +82,9 @@ class DecodeGraphs:
         n = len(vals)
         if self.copied is not None: self.copied.synchronize()                         # `host` is free to overwrite
         self.host_np[:n] = vals
-        self.stage[:n].copy_(self.host[:n], non_blocking=True)                        # one host-to-device copy
+        self.stage[M:M + n].copy_(self.host[:n], non_blocking=True)                   # one host-to-device copy
         if self.copied is not None: self.copied.record()
-        if not same: self.tables[:b, :w] = self.stage[2 * M:n].view(b, w)
+        if not same: self.tables[:b, :w] = self.stage[4 * M:M + n].view(b, w)
         self.sent_tables = b, tables
         return b
 
@@ -88,3 +97,77 @@ class DecodeGraphs:
     def run(self, scheduled):
         "Fill the static buffers for `scheduled` decodes, replay the bucket's graph; logits `[B, V]`."
         return self.replay(self.fill(scheduled), len(scheduled))
+
+    def run_greedy(self, scheduled, feed: dict) -> tuple:
+        "Like `run`, taking the token of each sequence in `feed` from that row of the last step, and keeping only the greedy tokens: their copy to the host starts; returns a ticket for `read`."
+        B = len(scheduled)
+        self.replay(self.fill(scheduled, feed), B)
+        self.turn ^= 1                                    # two host buffers: the last step's may still be unread
+        self.out[self.turn, :B].copy_(self.stage[:B], non_blocking=True)
+        if self.done[self.turn] is not None: self.done[self.turn].record()
+        return self.turn, B
+
+    def read(self, ticket) -> list:
+        "The greedy tokens of a `run_greedy` step (waits for their copy)."
+        k, B = ticket
+        if self.done[k] is not None: self.done[k].synchronize()
+        return self.out[k, :B].tolist()
+
+# %% ../nbs/11_cuda_graphs.ipynb #6c6e54c0
+class PrefillGraphs:
+    "CUDA graphs of a step that computes `n` new tokens of one sequence, one per power-of-two token bucket."
+    def __init__(self, runner, max_tokens: int, max_blocks_per_seq: int, emulate: bool = False, pool=None):
+        self.runner, self.emulate, dev = runner, emulate, runner.device
+        self.buckets = [16 << i for i in range(6) if 16 << i < 2 * max_tokens] or [16]   # up to 512
+        P, self.block_size = self.buckets[-1], runner.kv_caches[0][0].shape[1]
+        n = P + 2 + max_blocks_per_seq                     # token ids, first position, count, block table
+        self.host = torch.zeros(n, dtype=torch.long, pin_memory=dev.type == 'cuda')
+        self.stage = torch.zeros(n, dtype=torch.long, device=dev)
+        self.arange, self.zero = torch.arange(P, device=dev), torch.zeros(1, dtype=torch.int32, device=dev)
+        self.copied = torch.cuda.Event() if dev.type == 'cuda' else None
+        self.graphs, self.outputs = {}, {}
+        if not emulate: self.pool = self._capture(pool)
+
+    def _step(self, T):
+        "Bucket `T`'s step: ids `stage[:n]` of one sequence from position `stage[P]`, `n = stage[P+1]`; logits `[1, V]` of its last token."
+        r, bs, P, st = self.runner, self.block_size, self.buckets[-1], self.stage
+        start, n, table = st[P:P + 1], st[P + 1:P + 2], st[P + 2:]
+        ar = self.arange[:T]
+        valid = ar < n
+        pos = torch.where(valid, start + ar, 0)                                 # [T] padding rows: position 0...
+        slots = torch.where(valid, table[pos // bs] * bs + pos % bs, -1)        # ...and no cache write
+        attn = PagedAttention(r.kv_caches, slots, table.int()[None], (start + n).int(), torch.cat([self.zero, n.int()]), T,
+                              store=r.store, attend=r.attend)
+        h = r.model.hidden(st[:T], pos, attn)                                   # [T, hidden]
+        return r.model.logits(h[n - 1])                                         # [1, V]
+
+    @torch.no_grad()
+    def _capture(self, pool):
+        side = torch.cuda.Stream()
+        for T in reversed(self.buckets):
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side): self._step(T)
+            torch.cuda.current_stream().wait_stream(side)
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g, pool=pool): self.outputs[T] = self._step(T)
+            pool, self.graphs[T] = g.pool(), g
+        torch.cuda.synchronize()
+        return pool
+
+    def fits(self, scheduled) -> bool:
+        "True for a step of one sequence with at most the largest bucket's tokens."
+        return len(scheduled) == 1 and scheduled[0][1] <= self.buckets[-1]
+
+    @torch.no_grad()
+    def run(self, seq, n: int):
+        "Compute `seq`'s next `n` tokens; logits `[1, V]` of the last."
+        T, P, s = next(x for x in self.buckets if x >= n), self.buckets[-1], seq.num_computed
+        table = self.runner.bm.block_table(seq.seq_id)
+        if self.copied is not None: self.copied.synchronize()                 # `host` is free to overwrite
+        h, k = self.host.numpy(), P + 2 + len(table)
+        h[:n], h[P:P + 2], h[P + 2:k] = seq.token_ids[s:s + n], (s, n), table   # ids past n: stale, never used
+        self.stage[:k].copy_(self.host[:k], non_blocking=True)                # one host-to-device copy
+        if self.copied is not None: self.copied.record()
+        if self.emulate: return self._step(T)
+        self.graphs[T].replay()
+        return self.outputs[T]

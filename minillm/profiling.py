@@ -12,7 +12,7 @@ import minillm.engine
 # %% auto #0
 __all__ = ['timed_calls', 'profile_engine', 'print_profile']
 
-# %% ../nbs/15_profiling.ipynb #d783ac60
+# %% ../nbs/15_profiling.ipynb #5a58ea73
 @contextmanager
 def timed_calls(targets, acc: dict, sync):
     "Temporarily wrap each `(obj, method, phase, synced)` so every call adds its wall time to `acc[phase]` (with `sync()` around it if `synced`)."
@@ -36,7 +36,7 @@ def _phases(llm):
     r, g = llm.runner, llm.runner.graphs
     t = [(llm.scheduler, 'schedule', 'schedule', False), (r, 'prepare', 'prepare inputs', True), (r, 'forward', 'forward', True),
          (minillm.engine, 'sample', 'sample', True), (llm.scheduler, 'update', 'update', False), (llm, '_on_token', 'update', False)]
-    if g is not None: t += [(g, 'fill', 'prepare inputs', True), (g, 'replay', 'forward', True)]
+    if g is not None: t += [(g, 'fill', 'prepare inputs', True), (g, 'replay', 'forward', True), (g, 'read', 'sample', True)]
     return t
 
 # %% ../nbs/15_profiling.ipynb #8db77287

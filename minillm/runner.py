@@ -25,7 +25,7 @@ class PagedAttention:
         self.store(k, v, kc, vc, self.slot_mapping)
         return self.attend(q, kc, vc, self.block_tables, self.context_lens, self.query_start_loc, self.max_q_len)
 
-# %% ../nbs/08a_runner.ipynb #bbff0bbb
+# %% ../nbs/08a_runner.ipynb #8dfb2c4b
 def kv_bytes_per_block(cfg, block_size: int, dtype) -> int:
     "Bytes of K and V for one block across all layers."
     return 2 * cfg.num_hidden_layers * block_size * cfg.num_key_value_heads * cfg.head_dim * torch.empty(0, dtype=dtype).element_size()
@@ -38,7 +38,7 @@ class ModelRunner:
         self.kv_caches = allocate_kv_cache(c.num_hidden_layers, num_blocks + 1, block_size, c.num_key_value_heads,
                                            c.head_dim, dtype=p.dtype, device=p.device)
         self.spare_block = num_blocks      # one block never given to a request: padding rows of graph steps write here
-        self.graphs = None                 # decode graphs, attached by the engine (see the CUDA graphs chapter)
+        self.graphs = self.prefill_graphs = None   # attached by the engine (see the CUDA graphs chapter)
 
     def prepare(self, scheduled):
         "Packed inputs for `scheduled` `[(seq, n)]`; also the pack indices of the last token of each sampling sequence."
@@ -66,6 +66,10 @@ class ModelRunner:
     def execute(self, scheduled):
         "Run one step; returns (logits `[S, V]` of the sequences that sample, those sequences)."
         if self.graphs is not None and self.graphs.fits(scheduled): return self.graphs.run(scheduled), [s for s, _ in scheduled]
+        if self.prefill_graphs is not None and self.prefill_graphs.fits(scheduled):
+            (seq, n), = scheduled
+            samplers = [seq] if seq.num_computed + n == seq.num_tokens else []
+            return self.prefill_graphs.run(seq, n)[:len(samplers)], samplers
         ids, pos, attn, rows, samplers = self.prepare(scheduled)
         return self.forward(ids, pos, attn, rows), samplers
 

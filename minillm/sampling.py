@@ -11,7 +11,8 @@ import torch
 
 # %% auto #0
 __all__ = ['SamplingParams', 'apply_min_tokens', 'token_counts', 'apply_penalties', 'apply_top_k_top_p', 'apply_min_p',
-           'process_logits', 'make_generator', 'random_sample', 'SamplerOutput', 'compute_logprobs', 'sample']
+           'process_logits', 'make_generator', 'random_sample', 'SamplerOutput', 'compute_logprobs', 'plain_greedy',
+           'sample']
 
 # %% ../nbs/07_sampling.ipynb #b3328d37
 _SAMPLING_EPS = 1e-5  # temperatures below this are greedy, as in vLLM (dividing by them would overflow)
@@ -205,9 +206,9 @@ def compute_logprobs(logits, params, tokens):
         out[i] = (chosen[j], dict(zip(top_i[j][:m], top_v[j][:m])))
     return out
 
-# %% ../nbs/07_sampling.ipynb #9aa35a2c
-def _plain_greedy(p, out):
-    "Greedy with nothing to apply: no penalty, no logprobs, min_tokens reached."
+# %% ../nbs/07_sampling.ipynb #36f3ab5e
+def plain_greedy(p, out):
+    "Greedy with nothing to apply (no penalty, no logprobs, min_tokens reached): the argmax of the raw logits."
     return (p.greedy and p.logprobs is None and p.repetition_penalty == 1 and p.presence_penalty == 0
             and p.frequency_penalty == 0 and len(out) >= p.min_tokens)
 
@@ -220,7 +221,7 @@ def sample(logits, params, prompt_ids, output_ids, generators, eos_token_ids=())
     for name, v in (('params', params), ('prompt_ids', prompt_ids), ('output_ids', output_ids), ('generators', generators)):
         if len(v) != B: raise ValueError(f"{name} must have one entry per row of logits ({B}), got {len(v)}")
     eos = (eos_token_ids,) if isinstance(eos_token_ids, int) else tuple(eos_token_ids)
-    if all(_plain_greedy(p, o) for p, o in zip(params, output_ids)):                      # the common serving case:
+    if all(plain_greedy(p, o) for p, o in zip(params, output_ids)):                      # the common serving case:
         return SamplerOutput(logits.argmax(-1).tolist(), [None] * B)                      # no copy, one sync
     x = process_logits(logits, params, prompt_ids, output_ids, eos)
     tokens = x.argmax(-1)                                                                 # [B]; final for greedy rows

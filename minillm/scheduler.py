@@ -13,7 +13,7 @@ from .sampling import SamplingParams
 # %% auto #0
 __all__ = ['WAITING', 'RUNNING', 'FINISHED', 'Sequence', 'SchedulerOutput', 'Scheduler']
 
-# %% ../nbs/08_scheduler.ipynb #fb7f948e
+# %% ../nbs/08_scheduler.ipynb #2af717b5
 WAITING, RUNNING, FINISHED = 'waiting', 'running', 'finished'
 
 @dataclass(eq=False)
@@ -27,10 +27,20 @@ class Sequence:
     num_computed: int = 0          # tokens whose K/V are in the cache
     num_cached_tokens: int | None = None  # prompt tokens found in the prefix cache at first admission
     finish_reason: str | None = None
+    pending: int = 0               # tokens being sampled on the device: placeholders (-1) at the end of token_ids
     def __post_init__(self): self.token_ids, self.output_ids = list(self.prompt_ids), []
     @property
     def num_tokens(self): return len(self.token_ids)
-    def append(self, tok: int): self.token_ids.append(tok); self.output_ids.append(tok)
+    @property
+    def capped(self) -> bool: return len(self.output_ids) + self.pending >= self.params.max_tokens   # nothing left to run
+    def reserve(self):
+        "Count a token that a launched step is sampling on the device, before its value is known."
+        self.token_ids.append(-1); self.pending += 1
+    def append(self, tok: int):
+        "Add a sampled token (in the first placeholder's place, if any)."
+        if self.pending: self.token_ids[len(self.prompt_ids) + len(self.output_ids)] = tok; self.pending -= 1
+        else: self.token_ids.append(tok)
+        self.output_ids.append(tok)
 
 @dataclass
 class SchedulerOutput:
@@ -38,7 +48,7 @@ class SchedulerOutput:
     scheduled: list
     preempted: list
 
-# %% ../nbs/08_scheduler.ipynb #02ba1351
+# %% ../nbs/08_scheduler.ipynb #ad790436
 class Scheduler:
     "Chooses, each step, which sequences run and how many tokens each computes."
     def __init__(self, block_manager: BlockManager, max_num_seqs: int, max_num_batched_tokens: int):
@@ -60,6 +70,7 @@ class Scheduler:
         i = 0
         while i < len(self.running) and budget > 0:                       # 1. running, oldest first
             seq = self.running[i]
+            if seq.capped: i += 1; continue                                # its last token is in flight
             n = min(seq.num_tokens - seq.num_computed, budget)
             while not self.bm.allocate(seq.seq_id, seq.token_ids, seq.num_computed + n):
                 victim = self.running.pop()                                # the newest
