@@ -8,6 +8,8 @@ Sections (each runs even if an earlier one failed; failures are recorded):
   int8_gemv the int8 GEMV (same kernel) at Qwen3-8B shapes over tile candidates, against cuBLAS bf16
   fp32      correctness: fast path (Triton attention, fused ops, GEMV, graphs) == PyTorch path == transformers,
             8 prompts x 32 tokens as one batch and one at a time (batch 1 takes the GEMV)
+  bf16      greedy agreement with transformers in bf16 (Qwen3-0.6B, 16 prompts x 32 tokens, batched and one at a time)
+  rmsnorm   Qwen3-0.6B graphed decode step with the CUDA RMSNorm extension against the Triton fused norm
   steps     Qwen3-0.6B bf16 decode-step time per bucket, graphs with fused ops, with and without the GEMV
   prefill   the top GPU operations of a 64 x 256-token prefill
   e2e       Qwen3-0.6B bf16, 256-token prompts -> 128 tokens, batch 1 and 64: tokens/s (median of 3) with the
@@ -135,14 +137,16 @@ def llm06():
         LLM06['llm'] = LLM(str(ck), dtype='bfloat16', device='cuda', gpu_memory_utilization=0.5, max_num_seqs=64, max_model_len=4096)
     return LLM06['llm']
 
+def step_ms(fn, n=50):
+    "ms per call of `fn` (a graph replay), back to back."
+    for _ in range(3): fn()
+    torch.cuda.synchronize(); t0 = time.perf_counter()
+    for _ in range(n): fn()
+    torch.cuda.synchronize(); return (time.perf_counter() - t0) / n * 1e3
+
 def steps():
     llm = llm06()
     llm.generate([list(range(1000, 1256))] * 64, SamplingParams(temperature=0, max_tokens=4, ignore_eos=True), use_tqdm=False)
-    def step_ms(fn, n=50):
-        for _ in range(3): fn()
-        torch.cuda.synchronize(); t0 = time.perf_counter()
-        for _ in range(n): fn()
-        torch.cuda.synchronize(); return (time.perf_counter() - t0) / n * 1e3
     G, out = llm.runner.graphs, {}
     for gemv_on in (False, True):
         use_fused_kernels(llm.model, gemv=gemv_on)
@@ -151,6 +155,50 @@ def steps():
         del G2; torch.cuda.empty_cache()
     R['step_ms'] = out
     log('graph step ms (fused ops):', out)
+
+def bf16():
+    "Greedy agreement of the fast path with transformers in bf16: 16 prompts x 32 tokens, batched and one at a time."
+    g = torch.Generator().manual_seed(3)
+    ck = random_checkpoint(**PRESETS['qwen3-0.6b'], dtype=torch.bfloat16, device='cuda')
+    prompts = [torch.randint(0, 151643, (int(n),), generator=g).tolist() for n in torch.randint(8, 300, (16,), generator=g)]
+    sp = SamplingParams(temperature=0, max_tokens=32, ignore_eos=True)
+    llm = LLM(str(ck), dtype='bfloat16', device='cuda', num_kv_blocks=2048, max_model_len=4096, max_num_seqs=64)
+    a = [o.outputs[0].token_ids for o in llm.generate(prompts, sp, use_tqdm=False)]
+    a1 = [llm.generate([p], sp, use_tqdm=False)[0].outputs[0].token_ids for p in prompts]
+    del llm; torch.cuda.empty_cache()
+    from transformers import AutoModelForCausalLM
+    hf = AutoModelForCausalLM.from_pretrained(ck, dtype=torch.bfloat16).cuda().eval()
+    c = [hf.generate(torch.tensor([p], device='cuda'), max_new_tokens=32, min_new_tokens=32, do_sample=False, pad_token_id=0)[0, len(p):].tolist() for p in prompts]
+    prefix = lambda x, y: next((i for i, (u, v) in enumerate(zip(x, y)) if u != v), len(x))
+    R['bf16'] = dict(batch_eq_hf=sum(x == y for x, y in zip(a, c)), single_eq_hf=sum(x == y for x, y in zip(a1, c)),
+                     batch_eq_single=sum(x == y for x, y in zip(a, a1)), mean_prefix_batch=statistics.mean(prefix(x, y) for x, y in zip(a, c)),
+                     mean_prefix_single=statistics.mean(prefix(x, y) for x, y in zip(a1, c)), n=len(prompts), tokens=32)
+    log('bf16 of 16:', R['bf16'])
+    del hf; torch.cuda.empty_cache()
+
+def rmsnorm():
+    "The engine's decode step with the CUDA RMSNorm extension in place of the Triton fused norm."
+    from minillm.kernels import rmsnorm as RN
+    from minillm.layers import RMSNorm
+    t0 = time.time(); ok = RN.cuda_rmsnorm_available(); log(f'CUDA RMSNorm extension available: {ok} ({time.time() - t0:.0f} s)')
+    if not ok: raise RuntimeError('the CUDA RMSNorm extension did not build')
+    def cuda_norm(x, w, eps, residual=None):
+        return RN.rms_norm(x, w, eps) if residual is None else RN.fused_add_rms_norm(x, residual, w, eps)
+    llm = llm06()
+    llm.generate([list(range(1000, 1256))] * 64, SamplingParams(temperature=0, max_tokens=4, ignore_eos=True), use_tqdm=False)
+    G, out, logits = llm.runner.graphs, {}, {}
+    for name, k in (('triton', FK.rms_norm), ('cuda', cuda_norm)):
+        for m in llm.model.modules():
+            if isinstance(m, RMSNorm): m.kernel = k
+        G2 = DecodeGraphs(llm.runner, 64, G.tables.shape[1])
+        out[name] = {b: step_ms(G2.graphs[b].replay) for b in (1, 64)}
+        logits[name] = G2.outputs[64].float().clone()
+        del G2; torch.cuda.empty_cache()
+    for m in llm.model.modules():
+        if isinstance(m, RMSNorm): m.kernel = FK.rms_norm
+    out['max_rel_logit_diff_b64'] = ((logits['cuda'] - logits['triton']).abs().max() / logits['triton'].abs().max()).item()
+    R['rmsnorm_engine'] = out
+    log('graph step ms, Triton vs CUDA RMSNorm:', out)
 
 def prefill():
     "Where the time of one 64 x 256-token prefill step goes."
@@ -231,7 +279,7 @@ def int8_8b():
     R['8b'] = out
     log(f"8b int8 / bf16 = {out['int8_speedup']:.2f}x")
 
-SECTIONS = dict(gemv=gemv, int8_gemv=int8_gemv, fp32=fp32, steps=steps, prefill=prefill, e2e=e2e, int8_8b=int8_8b)
+SECTIONS = dict(gemv=gemv, int8_gemv=int8_gemv, fp32=fp32, bf16=bf16, rmsnorm=rmsnorm, steps=steps, prefill=prefill, e2e=e2e, int8_8b=int8_8b)
 only = [a.split('=', 1)[1].split(',') for a in sys.argv if a.startswith('--only=')]
 for fn in [f for k, f in SECTIONS.items() if not only or k in only[0]]: run_section(fn)
 log('done; errors in:', list(R['errors']) or 'none')
