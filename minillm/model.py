@@ -13,10 +13,10 @@ from .layers import RMSNorm, RotaryEmbedding, Attention, MLP
 # %% auto #0
 __all__ = ['DecoderLayer', 'QwenModel', 'QwenForCausalLM', 'generate_naive']
 
-# %% ../nbs/02_model.ipynb #5a75288d
+# %% ../nbs/02_model.ipynb #43bdc1e2
 class DecoderLayer(nn.Module):
     "One pre-norm transformer block: attention then SwiGLU MLP, each with a residual connection."
-    kernel = None   # optional fused implementation of the whole block, called as kernel(self, x, residual, cos, sin, attn)
+    kernel = None   # optional fused block: kernel(self, x, residual, cos, sin, attn), None where it does not apply
     def __init__(self, cfg: ModelConfig, layer_idx: int):
         super().__init__()
         self.input_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
@@ -25,7 +25,7 @@ class DecoderLayer(nn.Module):
         self.mlp = MLP(cfg)
 
     def forward(self, x, residual, cos, sin, attn=None):
-        if self.kernel is not None: return self.kernel(self, x, residual, cos, sin, attn)
+        if self.kernel is not None and (out := self.kernel(self, x, residual, cos, sin, attn)) is not None: return out
         if residual is None: x, residual = self.input_layernorm(x), x
         else: x, residual = self.input_layernorm(x, residual)
         x = self.self_attn(x, cos, sin, attn)

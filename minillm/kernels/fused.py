@@ -262,21 +262,14 @@ def fused_gemv(x,                     # activations `[..., K]`
     out = out.reshape(*x.shape[:-1], out.shape[1])
     return out if residual is None else (out, r_out.reshape(x.shape))
 
-# %% ../../nbs/10a_fused_ops.ipynb #272f002a
+# %% ../../nbs/10a_fused_ops.ipynb #ddcb4d0e
 def _weights(proj):
     "`(weight, bias, scale)` of an `nn.Linear` or an int8 `QuantLinear`; None for any other module."
     if type(proj) is nn.Linear: return proj.weight, proj.bias, None
     if isinstance(getattr(proj, 'scale', None), torch.Tensor) and proj.weight.dtype == torch.int8: return proj.weight, proj.bias, proj.scale
 
-def _layer_unfused(layer, x, residual, cos, sin, attn):
-    "`DecoderLayer.forward` as the model chapter writes it."
-    if residual is None: x, residual = layer.input_layernorm(x), x
-    else: x, residual = layer.input_layernorm(x, residual)
-    x, residual = layer.post_attention_layernorm(layer.self_attn(x, cos, sin, attn), residual)
-    return layer.mlp(x), residual
-
 def decode_layer(layer, x, residual, cos, sin, attn=None):
-    "`DecoderLayer.forward` with 3 launches fewer for a single row on CUDA (or the interpreter); other input runs the layer as written."
+    "`DecoderLayer.forward` with 3 launches fewer for a single row on CUDA (or the interpreter); None for any other input."
     if not all(hasattr(layer, a) for a in ('self_attn', 'mlp', 'input_layernorm', 'post_attention_layernorm')):
         raise TypeError(f"layer must be a DecoderLayer (self_attn, mlp and their two norms), got {type(layer).__name__}")
     sa, mlp, n1, n2 = layer.self_attn, layer.mlp, layer.input_layernorm, layer.post_attention_layernorm
@@ -284,7 +277,7 @@ def decode_layer(layer, x, residual, cos, sin, attn=None):
     if (x.numel() != x.shape[-1] or qkv_w is None or gu_w is None or x.dtype not in _FLOATS or n1.weight.dtype != x.dtype
             or (residual is not None and residual.shape != x.shape) or (qkv_w[2] is None and qkv_w[0].dtype != x.dtype)
             or not (x.is_cuda or os.environ.get('TRITON_INTERPRET') == '1')):
-        return _layer_unfused(layer, x, residual, cos, sin, attn)
+        return None                                                           # the layer runs as written
     c = sa.cfg
     h = fused_gemv(x, *qkv_w, norm_weight=n1.weight, eps=n1.eps, residual=residual)    # norm + qkv (+ new residual)
     h, residual = h if residual is not None else (h, x)
