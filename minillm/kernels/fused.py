@@ -52,29 +52,35 @@ def rms_norm(x, weight, eps: float, residual=None):
                                      HAS_RES=residual is not None, BLOCK=triton.next_power_of_2(N), num_warps=4 if N <= 2048 else 8)
     return out if residual is None else (out, rout)
 
-# %% ../../nbs/10a_fused_ops.ipynb #323e3f85
+# %% ../../nbs/10a_fused_ops.ipynb #645791ff
 @triton.jit
-def _qk_rope_kernel(q_ptr, k_ptr, qw_ptr, kw_ptr, cos_ptr, sin_ptr, qo_ptr, ko_ptr,
-                    s_qn, s_qh, s_kn, s_kh, s_cn, eps, HQ: tl.constexpr, D: tl.constexpr, NORM: tl.constexpr):
-    n, h = tl.program_id(0).to(tl.int64), tl.program_id(1)
-    half = tl.arange(0, D // 2)
-    if h < HQ: src, w_ptr, dst = q_ptr + n * s_qn + h * s_qh, qw_ptr, qo_ptr + (n * HQ + h) * D
-    else:
-        nk = tl.num_programs(1) - HQ
-        src, w_ptr, dst = k_ptr + n * s_kn + (h - HQ) * s_kh, kw_ptr, ko_ptr + (n * nk + h - HQ) * D
-    a, b = tl.load(src + half), tl.load(src + D // 2 + half)
+def _rope_heads(src, s_h, w_ptr, dst, c1, c2, s1, s2, eps, H: tl.constexpr, HP: tl.constexpr, D: tl.constexpr, NORM: tl.constexpr):
+    "Norm (if NORM) and rotate the `H` heads at `src` (head stride `s_h`) of one token; write them to `dst`, `[H, D]`."
+    h, half = tl.arange(0, HP)[:, None], tl.arange(0, D // 2)[None, :]          # [HP, 1], [1, D/2]
+    m = h < H
+    a, b = tl.load(src + h * s_h + half, mask=m, other=0.), tl.load(src + h * s_h + D // 2 + half, mask=m, other=0.)
     dt = a.dtype
     if NORM:                                                           # per-head RMSNorm, rounded as the reference
         af, bf = a.to(tl.float32), b.to(tl.float32)
-        r = tl.rsqrt((tl.sum(af * af, 0) + tl.sum(bf * bf, 0)) / D + eps)
+        r = tl.rsqrt((tl.sum(af * af, 1) + tl.sum(bf * bf, 1)) / D + eps)[:, None]
         a = ((af * r).to(dt).to(tl.float32) * tl.load(w_ptr + half).to(tl.float32)).to(dt)
         b = ((bf * r).to(dt).to(tl.float32) * tl.load(w_ptr + D // 2 + half).to(tl.float32)).to(dt)
-    c1 = tl.load(cos_ptr + n * s_cn + half).to(dt).to(tl.float32); c2 = tl.load(cos_ptr + n * s_cn + D // 2 + half).to(dt).to(tl.float32)
-    s1 = tl.load(sin_ptr + n * s_cn + half).to(dt).to(tl.float32); s2 = tl.load(sin_ptr + n * s_cn + D // 2 + half).to(dt).to(tl.float32)
+    c1, c2 = c1.to(dt).to(tl.float32), c2.to(dt).to(tl.float32)               # cos/sin in the activations' dtype,
+    s1, s2 = s1.to(dt).to(tl.float32), s2.to(dt).to(tl.float32)               # as the reference rounds them
     af, bf = a.to(tl.float32), b.to(tl.float32)
     lo = (af * c1).to(dt).to(tl.float32) + (-bf * s1).to(dt).to(tl.float32)     # x * cos + rotate_half(x) * sin
     hi = (bf * c2).to(dt).to(tl.float32) + (af * s2).to(dt).to(tl.float32)
-    tl.store(dst + half, lo.to(dt)); tl.store(dst + D // 2 + half, hi.to(dt))
+    tl.store(dst + h * D + half, lo.to(dt), mask=m); tl.store(dst + h * D + D // 2 + half, hi.to(dt), mask=m)
+
+@triton.jit
+def _qk_rope_kernel(q_ptr, k_ptr, qw_ptr, kw_ptr, cos_ptr, sin_ptr, qo_ptr, ko_ptr, s_qn, s_qh, s_kn, s_kh, s_cn, eps,
+                    HQ: tl.constexpr, HQP: tl.constexpr, HK: tl.constexpr, HKP: tl.constexpr, D: tl.constexpr, NORM: tl.constexpr):
+    n = tl.program_id(0).to(tl.int64)
+    half = tl.arange(0, D // 2)[None, :]
+    c1, c2 = tl.load(cos_ptr + n * s_cn + half), tl.load(cos_ptr + n * s_cn + D // 2 + half)   # [1, D/2] fp32
+    s1, s2 = tl.load(sin_ptr + n * s_cn + half), tl.load(sin_ptr + n * s_cn + D // 2 + half)
+    _rope_heads(q_ptr + n * s_qn, s_qh, qw_ptr, qo_ptr + n * HQ * D, c1, c2, s1, s2, eps, HQ, HQP, D, NORM)
+    _rope_heads(k_ptr + n * s_kn, s_kh, kw_ptr, ko_ptr + n * HK * D, c1, c2, s1, s2, eps, HK, HKP, D, NORM)
 
 def qk_norm_rope(q, k, q_weight, k_weight, cos, sin, eps: float):
     "Norm (when weights are given) and rotate q `[..., Hq, D]` and k `[..., Hkv, D]`; returns new contiguous q, k."
@@ -87,9 +93,10 @@ def qk_norm_rope(q, k, q_weight, k_weight, cos, sin, eps: float):
     qo, ko = torch.empty(q.shape, dtype=q.dtype, device=q.device), torch.empty(k.shape, dtype=k.dtype, device=k.device)
     if q3.shape[0] == 0: return qo, ko
     norm = q_weight is not None
-    _qk_rope_kernel[(q3.shape[0], Hq + Hkv)](q3, k3, q_weight if norm else q3, k_weight if norm else k3, c2, s2, qo, ko,
-                                             q3.stride(0), q3.stride(1), k3.stride(0), k3.stride(1), c2.stride(0), eps,
-                                             HQ=Hq, D=D, NORM=norm, num_warps=1)
+    _qk_rope_kernel[(q3.shape[0],)](q3, k3, q_weight if norm else q3, k_weight if norm else k3, c2, s2, qo, ko,
+                                    q3.stride(0), q3.stride(1), k3.stride(0), k3.stride(1), c2.stride(0), eps,
+                                    HQ=Hq, HQP=triton.next_power_of_2(Hq), HK=Hkv, HKP=triton.next_power_of_2(Hkv), D=D,
+                                    NORM=norm, num_warps=4)
     return qo, ko
 
 # %% ../../nbs/10a_fused_ops.ipynb #13b43ce0
