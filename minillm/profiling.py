@@ -39,11 +39,15 @@ def _phases(llm):
     if g is not None: t += [(g, 'fill', 'prepare inputs', True), (g, 'replay', 'forward', True), (g, 'read', 'sample', True)]
     return t
 
-# %% ../nbs/15_profiling.ipynb #8db77287
+# %% ../nbs/15_profiling.ipynb #cebb06be
 def _device_time_us(evt):
     for a in ('self_device_time_total', 'self_cuda_time_total'):
         if hasattr(evt, a): return getattr(evt, a)
     return 0.0
+
+def _device_events(ev):
+    "The events that ran on the device (kernels, copies): an operator such as `aten::mm` also carries its kernel's time."
+    return [e for e in ev if getattr(e, 'device_type', None) != torch.autograd.DeviceType.CPU]
 
 def profile_engine(llm, prompts, params, top: int = 8) -> dict:
     "Profile `llm.generate(prompts, params)`: per-phase ms per step, throughput, GPU-busy fraction, top operations."
@@ -68,7 +72,7 @@ def profile_engine(llm, prompts, params, top: int = 8) -> dict:
         sync(); t0 = time.perf_counter()
         llm.generate(prompts, params, use_tqdm=False); sync()
         prof_wall = time.perf_counter() - t0
-    ev = prof.key_averages()
+    ev = _device_events(prof.key_averages()) if cuda else prof.key_averages()
     busy = sum(_device_time_us(e) for e in ev) / 1e6 if cuda else None
     key = (lambda e: _device_time_us(e)) if cuda else (lambda e: e.self_cpu_time_total)
     ops = [(e.key, key(e) / 1e3, e.count) for e in sorted(ev, key=key, reverse=True)[:top]]

@@ -52,7 +52,7 @@ def rms_norm(x, weight, eps: float, residual=None):
                                      HAS_RES=residual is not None, BLOCK=triton.next_power_of_2(N), num_warps=4 if N <= 2048 else 8)
     return out if residual is None else (out, rout)
 
-# %% ../../nbs/10a_fused_ops.ipynb #645791ff
+# %% ../../nbs/10a_fused_ops.ipynb #c8fb9426
 @triton.jit
 def _rope_heads(src, s_h, w_ptr, dst, c1, c2, s1, s2, eps, H: tl.constexpr, HP: tl.constexpr, D: tl.constexpr, NORM: tl.constexpr):
     "Norm (if NORM) and rotate the `H` heads at `src` (head stride `s_h`) of one token; write them to `dst`, `[H, D]`."
@@ -74,13 +74,19 @@ def _rope_heads(src, s_h, w_ptr, dst, c1, c2, s1, s2, eps, H: tl.constexpr, HP: 
 
 @triton.jit
 def _qk_rope_kernel(q_ptr, k_ptr, qw_ptr, kw_ptr, cos_ptr, sin_ptr, qo_ptr, ko_ptr, s_qn, s_qh, s_kn, s_kh, s_cn, eps,
-                    HQ: tl.constexpr, HQP: tl.constexpr, HK: tl.constexpr, HKP: tl.constexpr, D: tl.constexpr, NORM: tl.constexpr):
+                    HQ: tl.constexpr, HQP: tl.constexpr, HK: tl.constexpr, HKP: tl.constexpr, D: tl.constexpr,
+                    NORM: tl.constexpr, PER_HEAD: tl.constexpr):
     n = tl.program_id(0).to(tl.int64)
     half = tl.arange(0, D // 2)[None, :]
     c1, c2 = tl.load(cos_ptr + n * s_cn + half), tl.load(cos_ptr + n * s_cn + D // 2 + half)   # [1, D/2] fp32
     s1, s2 = tl.load(sin_ptr + n * s_cn + half), tl.load(sin_ptr + n * s_cn + D // 2 + half)
-    _rope_heads(q_ptr + n * s_qn, s_qh, qw_ptr, qo_ptr + n * HQ * D, c1, c2, s1, s2, eps, HQ, HQP, D, NORM)
-    _rope_heads(k_ptr + n * s_kn, s_kh, kw_ptr, ko_ptr + n * HK * D, c1, c2, s1, s2, eps, HK, HKP, D, NORM)
+    if PER_HEAD:                                                       # program (n, h): head h of token n
+        h = tl.program_id(1)
+        if h < HQ: _rope_heads(q_ptr + n * s_qn + h * s_qh, s_qh, qw_ptr, qo_ptr + (n * HQ + h) * D, c1, c2, s1, s2, eps, 1, 1, D, NORM)
+        else: _rope_heads(k_ptr + n * s_kn + (h - HQ) * s_kh, s_kh, kw_ptr, ko_ptr + (n * HK + h - HQ) * D, c1, c2, s1, s2, eps, 1, 1, D, NORM)
+    else:                                                              # program n: every head of token n
+        _rope_heads(q_ptr + n * s_qn, s_qh, qw_ptr, qo_ptr + n * HQ * D, c1, c2, s1, s2, eps, HQ, HQP, D, NORM)
+        _rope_heads(k_ptr + n * s_kn, s_kh, kw_ptr, ko_ptr + n * HK * D, c1, c2, s1, s2, eps, HK, HKP, D, NORM)
 
 def qk_norm_rope(q, k, q_weight, k_weight, cos, sin, eps: float):
     "Norm (when weights are given) and rotate q `[..., Hq, D]` and k `[..., Hkv, D]`; returns new contiguous q, k."
@@ -93,10 +99,11 @@ def qk_norm_rope(q, k, q_weight, k_weight, cos, sin, eps: float):
     qo, ko = torch.empty(q.shape, dtype=q.dtype, device=q.device), torch.empty(k.shape, dtype=k.dtype, device=k.device)
     if q3.shape[0] == 0: return qo, ko
     norm = q_weight is not None
-    _qk_rope_kernel[(q3.shape[0],)](q3, k3, q_weight if norm else q3, k_weight if norm else k3, c2, s2, qo, ko,
-                                    q3.stride(0), q3.stride(1), k3.stride(0), k3.stride(1), c2.stride(0), eps,
-                                    HQ=Hq, HQP=triton.next_power_of_2(Hq), HK=Hkv, HKP=triton.next_power_of_2(Hkv), D=D,
-                                    NORM=norm, num_warps=4)
+    per_head = q3.shape[0] < 256                                       # decode sizes: a program per (token, head)
+    _qk_rope_kernel[(q3.shape[0], Hq + Hkv if per_head else 1)](
+        q3, k3, q_weight if norm else q3, k_weight if norm else k3, c2, s2, qo, ko, q3.stride(0), q3.stride(1), k3.stride(0),
+        k3.stride(1), c2.stride(0), eps, HQ=Hq, HQP=triton.next_power_of_2(Hq), HK=Hkv, HKP=triton.next_power_of_2(Hkv), D=D,
+        NORM=norm, PER_HEAD=per_head, num_warps=1 if per_head else 4)
     return qo, ko
 
 # %% ../../nbs/10a_fused_ops.ipynb #13b43ce0
