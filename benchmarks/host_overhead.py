@@ -24,6 +24,7 @@ fake = torch.randn(256, 16)                               # logits of a 16-token
 llm = LLM('tiny-qwen3', cuda_graphs='emulate', dtype='float32')
 llm.runner.graphs.replay = lambda b, B: fake[:B]
 llm.runner.forward = lambda ids, pos, attn, rows: fake[:len(rows)]
+llm.runner.prefill_graphs = None                          # its emulated replay would run the model: prompts go the eager way
 sp = SamplingParams(max_tokens=128, ignore_eos=True, temperature=0)
 for B in (64, 1):
     prompts = [[(i * 7 + j) % 1000 + 10 for j in range(256)] for i in range(B)]
