@@ -30,6 +30,7 @@ from minillm.profiling import profile_engine
 from minillm.kernels.fused import use_fused_kernels
 from minillm.cuda_graphs import DecodeGraphs
 from minillm.bench import measure_bandwidth, weight_bytes, model_config
+from graph_timing import graph_us as gtime      # benchmarks/graph_timing.py
 
 OUT = os.environ.get('OUT') or 'benchmarks/results'
 os.makedirs(OUT, exist_ok=True)
@@ -42,17 +43,6 @@ def run_section(fn):
     except Exception:
         R['errors'][fn.__name__] = traceback.format_exc(); log('FAILED', fn.__name__); print(traceback.format_exc())
     save()
-
-def gtime(calls, rep=30):
-    "µs per call of `calls` captured back to back in one CUDA graph (median replay)."
-    st = torch.cuda.Stream(); st.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(st):
-        for c in calls: c()
-    torch.cuda.current_stream().wait_stream(st)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        for c in calls: c()
-    return do_bench(g.replay, warmup=5, rep=rep, return_mode='median') * 1e3 / len(calls)
 
 def timed(fn):
     torch.cuda.synchronize(); t0 = time.perf_counter(); r = fn(); torch.cuda.synchronize()

@@ -47,23 +47,7 @@ else:
                                                               num_key_value_heads=8, head_dim=128))}
     CONFIGS, MAX_COPIES = [(1, 1024, 4), (2, 1024, 4), (4, 1024, 4), (4, 512, 4), (8, 512, 4), (8, 1024, 8), (16, 256, 4)], 64
 
-def gtime(calls, rep=20):
-    "µs per call of `calls` captured back to back in one CUDA graph (median replay); on CPU one timed eager pass."
-    if not CUDA:
-        t = time.perf_counter()
-        for c in calls: c()
-        return (time.perf_counter() - t) * 1e6 / len(calls)
-    from triton.testing import do_bench
-    st = torch.cuda.Stream(); st.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(st):
-        for c in calls: c()
-    torch.cuda.current_stream().wait_stream(st)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        for c in calls: c()
-    us = do_bench(g.replay, warmup=5, rep=rep, return_mode='median') * 1e3 / len(calls)
-    del g
-    return us
+from graph_timing import graph_us as gtime      # benchmarks/graph_timing.py
 
 def copies_for(nbytes): return max(2, min(MAX_COPIES, math.ceil(3 * L2 / nbytes))) if CUDA else 1
 

@@ -59,19 +59,7 @@ def bench(f, warmup=10, rep=50):
 def rel_err(a, b): return ((a.double() - b.double()).norm() / b.double().norm()).item()
 
 L2 = 60 * 2**20
-def gtime(calls, rep=20):
-    "µs per call: capture `calls` (callables) back to back in one CUDA graph, time its replays (median)."
-    if SMOKE: return bench(lambda: [c() for c in calls]) / len(calls)
-    st = torch.cuda.Stream(); st.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(st):
-        for c in calls: c()                                   # compile, warm the allocator
-    torch.cuda.current_stream().wait_stream(st)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        for c in calls: c()
-    t = bench(g.replay, warmup=5, rep=rep) / len(calls)
-    del g
-    return t
+from graph_timing import graph_us as gtime      # benchmarks/graph_timing.py
 
 def n_copies(nbytes):
     "How many copies of an operand make the rotation exceed 3x the L2 cache."
