@@ -8,7 +8,7 @@ import torch
 from .runner import PagedAttention
 
 # %% auto #0
-__all__ = ['batch_buckets', 'DecodeGraphs', 'PrefillGraphs']
+__all__ = ['batch_buckets', 'capture', 'DecodeGraphs', 'PrefillGraphs']
 
 # %% ../nbs/11_cuda_graphs.ipynb #36fa9609
 def batch_buckets(max_batch: int) -> list:
@@ -16,7 +16,22 @@ def batch_buckets(max_batch: int) -> list:
     top = 1 << (max_batch - 1).bit_length() if max_batch <= 8 else -(-max_batch // 16) * 16
     return [b for b in (1, 2, 4, 8) if b <= top] + list(range(16, top + 1, 16))
 
-# %% ../nbs/11_cuda_graphs.ipynb #d66b2403
+# %% ../nbs/11_cuda_graphs.ipynb #f57676f4
+@torch.no_grad()
+def capture(step, sizes, pool=None):
+    "CUDA graphs of `step(size)` for each of `sizes`; returns `(graphs, outputs, pool)`, keyed by size."
+    graphs, outputs, side = {}, {}, torch.cuda.Stream()
+    for n in sorted(sizes, reverse=True):                 # largest first: smaller graphs reuse its memory
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side): step(n)              # warm-up
+        torch.cuda.current_stream().wait_stream(side)
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g, pool=pool): outputs[n] = step(n)
+        pool, graphs[n] = g.pool(), g
+    torch.cuda.synchronize()
+    return graphs, outputs, pool
+
+# %% ../nbs/11_cuda_graphs.ipynb #70ecc5fe
 class DecodeGraphs:
     "CUDA graphs of the decode step, one per batch bucket, over static input buffers."
     def __init__(self, runner, max_batch: int, max_blocks_per_seq: int, emulate: bool = False):
@@ -33,8 +48,8 @@ class DecodeGraphs:
         self.out = torch.zeros(2, M, dtype=torch.long, pin_memory=cuda)               # greedy tokens, two turns
         self.done = [torch.cuda.Event() if cuda else None for _ in range(2)]          # each turn's copy is done
         self.turn, self.sent_tables = 0, None                       # (bucket, tables) in `self.tables` now
-        self.graphs, self.outputs, self.pool = {}, {}, None
-        if not emulate: self._capture()
+        self.graphs, self.outputs, self.pool = {}, {}, None          # the prefill graphs below share the pool
+        if not emulate: self.graphs, self.outputs, self.pool = capture(self._step, self.buckets)
 
     def _step(self, b):
         "The decode step of bucket `b` on the static buffers; logits `[b, V]`, greedy tokens left in `stage[:b]`."
@@ -46,19 +61,6 @@ class DecodeGraphs:
         logits = r.model.logits(r.model.hidden(ids, pos, attn))
         torch.argmax(logits, -1, out=st[:b])               # the next step may take its inputs from here
         return logits
-
-    @torch.no_grad()
-    def _capture(self):
-        pool, side = None, torch.cuda.Stream()
-        for b in reversed(self.buckets):                   # largest first: smaller graphs reuse its memory pool
-            side.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(side): self._step(b)    # warm-up: compile kernels, settle the allocator
-            torch.cuda.current_stream().wait_stream(side)
-            g = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(g, pool=pool): self.outputs[b] = self._step(b)
-            pool, self.graphs[b] = g.pool(), g
-        self.pool = pool                                   # the prefill graphs below share it
-        torch.cuda.synchronize()
 
     def fits(self, scheduled) -> bool:
         "True for a step of pure decodes (one new token per sequence, each sampling) within the largest bucket."
@@ -113,7 +115,7 @@ class DecodeGraphs:
         if self.done[k] is not None: self.done[k].synchronize()
         return self.out[k, :B].tolist()
 
-# %% ../nbs/11_cuda_graphs.ipynb #6c6e54c0
+# %% ../nbs/11_cuda_graphs.ipynb #746829cb
 class PrefillGraphs:
     "CUDA graphs of a step that computes `n` new tokens of one sequence, one per power-of-two token bucket."
     def __init__(self, runner, max_tokens: int, max_blocks_per_seq: int, emulate: bool = False, pool=None):
@@ -122,11 +124,11 @@ class PrefillGraphs:
         P, self.block_size = self.buckets[-1], runner.kv_caches[0][0].shape[1]
         n = P + 2 + max_blocks_per_seq                     # token ids, first position, count, block table
         self.host = torch.zeros(n, dtype=torch.long, pin_memory=dev.type == 'cuda')
-        self.stage = torch.zeros(n, dtype=torch.long, device=dev)
+        self.host_np, self.stage = self.host.numpy(), torch.zeros(n, dtype=torch.long, device=dev)
         self.arange, self.zero = torch.arange(P, device=dev), torch.zeros(1, dtype=torch.int32, device=dev)
         self.copied = torch.cuda.Event() if dev.type == 'cuda' else None
         self.graphs, self.outputs = {}, {}
-        if not emulate: self.pool = self._capture(pool)
+        if not emulate: self.graphs, self.outputs, self.pool = capture(self._step, self.buckets, pool)
 
     def _step(self, T):
         "Bucket `T`'s step: ids `stage[:n]` of one sequence from position `stage[P]`, `n = stage[P+1]`; logits `[1, V]` of its last token."
@@ -141,19 +143,6 @@ class PrefillGraphs:
         h = r.model.hidden(st[:T], pos, attn)                                   # [T, hidden]
         return r.model.logits(h[n - 1])                                         # [1, V]
 
-    @torch.no_grad()
-    def _capture(self, pool):
-        side = torch.cuda.Stream()
-        for T in reversed(self.buckets):
-            side.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(side): self._step(T)
-            torch.cuda.current_stream().wait_stream(side)
-            g = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(g, pool=pool): self.outputs[T] = self._step(T)
-            pool, self.graphs[T] = g.pool(), g
-        torch.cuda.synchronize()
-        return pool
-
     def fits(self, scheduled) -> bool:
         "True for a step of one sequence with at most the largest bucket's tokens."
         return len(scheduled) == 1 and scheduled[0][1] <= self.buckets[-1]
@@ -164,7 +153,7 @@ class PrefillGraphs:
         T, P, s = next(x for x in self.buckets if x >= n), self.buckets[-1], seq.num_computed
         table = self.runner.bm.block_table(seq.seq_id)
         if self.copied is not None: self.copied.synchronize()                 # `host` is free to overwrite
-        h, k = self.host.numpy(), P + 2 + len(table)
+        h, k = self.host_np, P + 2 + len(table)
         h[:n], h[P:P + 2], h[P + 2:k] = seq.token_ids[s:s + n], (s, n), table   # ids past n: stale, never used
         self.stage[:k].copy_(self.host[:k], non_blocking=True)                # one host-to-device copy
         if self.copied is not None: self.copied.record()
