@@ -11,6 +11,7 @@ Sections (each runs even if an earlier one failed; failures are recorded):
   bf16      greedy agreement with transformers in bf16 (Qwen3-0.6B, 16 prompts x 32 tokens, batched and one at a time)
   rmsnorm   Qwen3-0.6B graphed decode step with the CUDA RMSNorm extension against the Triton fused norm
   steps     Qwen3-0.6B bf16 decode-step time per bucket, graphs with fused ops, with and without the GEMV
+  pdl       the same step with programmatic dependent launch off and on
   prefill   the top GPU operations of a 64 x 256-token prefill
   e2e       Qwen3-0.6B bf16, 256-token prompts -> 128 tokens, batch 1 and 64: tokens/s (median of 3) with the
             engine's overlap of CPU and GPU work off and on, and the per-phase profile (minillm.profiling)
@@ -23,6 +24,7 @@ import torch.nn.functional as F
 from triton.testing import do_bench
 import minillm.quant as Q
 import minillm.kernels.fused as FK
+import minillm.kernels.attention as A
 from minillm.engine import LLM
 from minillm.sampling import SamplingParams
 from minillm.loading import random_checkpoint, PRESETS
@@ -50,7 +52,7 @@ def timed(fn):
 
 GEMV_SHAPES = {'0.6b qkv': (1024, 4096), '0.6b o': (2048, 1024), '0.6b gate_up': (1024, 6144), '0.6b down': (3072, 1024),
                '8b qkv': (4096, 6144), '8b o': (4096, 4096), '8b gate_up': (4096, 24576), '8b down': (12288, 4096)}
-CONFIGS = [(4, 1024, 4), (4, 512, 4), (8, 512, 4), (2, 1024, 4), (8, 256, 4), (16, 256, 4), (4, 2048, 8), (8, 1024, 8)]
+CONFIGS = [(2, 1024, 4), (4, 1024, 4), (4, 512, 2), (4, 512, 4), (8, 512, 4), (16, 512, 8), (2, 512, 2), (8, 256, 4)]
 
 def gemv():
     L2, res = 60 * 2**20, []
@@ -73,8 +75,7 @@ def gemv():
     R['gemv'], R['gemv_06b_total'] = res, dict(cublas=sum(r['cublas'] for r in res if r['shape'].startswith('0.6b')), **tot)
     log('0.6b layer total (µs):', {k: round(v, 1) for k, v in R['gemv_06b_total'].items()})
 
-INT8_CONFIGS = [(4, 1024, 4, 1), (8, 1024, 4, 1), (4, 2048, 4, 1), (8, 2048, 8, 1), (16, 1024, 8, 1), (4, 1024, 4, 2),
-                (8, 512, 4, 3), (2, 4096, 8, 1), (16, 512, 4, 2)]
+INT8_CONFIGS = [(8, 512, 4, 1), (4, 512, 2, 1), (16, 512, 8, 1), (4, 1024, 4, 1), (8, 1024, 8, 1), (4, 256, 2, 1)]
 
 def int8_gemv():
     "The int8 GEMV (the same kernel, INT8) at Qwen3-8B shapes over tile candidates, against cuBLAS bf16."
@@ -95,10 +96,14 @@ def int8_gemv():
             assert err < 1e-2, (name, c, err)
             row[str(c)] = gtime([lambda q=q, s=s: FK._launch_gemv(x, q, s, None, out, *c) for q, s in qs])
         row['w8_linear'] = gtime([lambda q=q, s=s: Q.w8_linear(x, q, s) for q, s in qs])
+        A.USE_PDL = False                                 # the same chain launched plainly
+        row['w8_linear_no_pdl'] = gtime([lambda q=q, s=s: Q.w8_linear(x, q, s) for q, s in qs])
+        A.USE_PDL = True
         res.append(row)
         best = min(INT8_CONFIGS, key=lambda c: row[str(c)])
         log(f"{name:13} cuBLAS bf16 {row['cublas_bf16']:6.1f} µs  int8 default {row['w8_linear']:6.1f} ({row['cublas_bf16'] / row['w8_linear']:.2f}x)"
-            f"  best {row[str(best)]:6.1f} {best} ({row['cublas_bf16'] / row[str(best)]:.2f}x, {N * K / row[str(best)] / 1e3:5.0f} GB/s)")
+            f"  best {row[str(best)]:6.1f} {best} ({row['cublas_bf16'] / row[str(best)]:.2f}x, {N * K / row[str(best)] / 1e3:5.0f} GB/s)"
+            f"  default without PDL {row['w8_linear_no_pdl']:6.1f} ({row['cublas_bf16'] / row['w8_linear_no_pdl']:.2f}x)")
         del qs; torch.cuda.empty_cache()
     R['int8_gemv'] = res
 
@@ -145,6 +150,19 @@ def steps():
         del G2; torch.cuda.empty_cache()
     R['step_ms'] = out
     log('graph step ms (fused ops):', out)
+
+def pdl():
+    "Graphed decode step with programmatic dependent launch off and on (the graphs are recaptured for each)."
+    llm = llm06()
+    llm.generate([list(range(1000, 1256))] * 64, SamplingParams(temperature=0, max_tokens=4, ignore_eos=True), use_tqdm=False)
+    G, out = llm.runner.graphs, {}
+    for on in (False, True):
+        A.USE_PDL = on
+        G2 = DecodeGraphs(llm.runner, 64, G.tables.shape[1])
+        out[f'pdl={on}'] = {b: step_ms(G2.graphs[b].replay) for b in (1, 8, 64)}
+        del G2; torch.cuda.empty_cache()
+    R['pdl_step_ms'] = out
+    log('graph step ms, PDL off / on:', out)
 
 def bf16():
     "Greedy agreement of the fast path with transformers in bf16: 16 prompts x 32 tokens, batched and one at a time."
@@ -269,7 +287,7 @@ def int8_8b():
     R['8b'] = out
     log(f"8b int8 / bf16 = {out['int8_speedup']:.2f}x")
 
-SECTIONS = dict(gemv=gemv, int8_gemv=int8_gemv, fp32=fp32, bf16=bf16, rmsnorm=rmsnorm, steps=steps, prefill=prefill, e2e=e2e, int8_8b=int8_8b)
+SECTIONS = dict(gemv=gemv, int8_gemv=int8_gemv, fp32=fp32, bf16=bf16, rmsnorm=rmsnorm, steps=steps, pdl=pdl, prefill=prefill, e2e=e2e, int8_8b=int8_8b)
 only = [a.split('=', 1)[1].split(',') for a in sys.argv if a.startswith('--only=')]
 for fn in [f for k, f in SECTIONS.items() if not only or k in only[0]]: run_section(fn)
 log('done; errors in:', list(R['errors']) or 'none')

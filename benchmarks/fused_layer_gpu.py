@@ -45,7 +45,7 @@ else:
                                                                num_key_value_heads=8, head_dim=128)),
               '8b': dict(K=4096, qkv=6144, I=12288, cfg=dict(hidden_size=4096, intermediate_size=12288, num_attention_heads=32,
                                                               num_key_value_heads=8, head_dim=128))}
-    CONFIGS, MAX_COPIES = [(1, 1024, 4), (2, 1024, 4), (4, 1024, 4), (4, 512, 4), (8, 512, 4), (8, 1024, 8), (16, 256, 4)], 64
+    CONFIGS, MAX_COPIES = [(2, 1024, 4), (4, 1024, 4), (4, 512, 2), (4, 512, 4), (8, 512, 4), (16, 512, 8), (4, 256, 2)], 64
 
 from graph_timing import graph_us as gtime      # benchmarks/graph_timing.py
 

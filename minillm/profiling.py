@@ -39,7 +39,7 @@ def _phases(llm):
     if g is not None: t += [(g, 'fill', 'prepare inputs', True), (g, 'replay', 'forward', True), (g, 'read', 'sample', True)]
     return t
 
-# %% ../nbs/15_profiling.ipynb #cebb06be
+# %% ../nbs/15_profiling.ipynb #3443f928
 def _device_time_us(evt):
     for a in ('self_device_time_total', 'self_cuda_time_total'):
         if hasattr(evt, a): return getattr(evt, a)
@@ -48,6 +48,13 @@ def _device_time_us(evt):
 def _device_events(ev):
     "The events that ran on the device (kernels, copies): an operator such as `aten::mm` also carries its kernel's time."
     return [e for e in ev if getattr(e, 'device_type', None) != torch.autograd.DeviceType.CPU]
+
+def _busy_us(events) -> float:
+    "µs in which at least one device event ran: the union of their intervals (a kernel launched early overlaps the one before)."
+    total, end = 0.0, float('-inf')
+    for a, b in sorted((e.time_range.start, e.time_range.end) for e in _device_events(events)):
+        if b > end: total, end = total + b - max(a, end), b
+    return total
 
 def profile_engine(llm, prompts, params, top: int = 8) -> dict:
     "Profile `llm.generate(prompts, params)`: per-phase ms per step, throughput, GPU-busy fraction, top operations."
@@ -73,7 +80,7 @@ def profile_engine(llm, prompts, params, top: int = 8) -> dict:
         llm.generate(prompts, params, use_tqdm=False); sync()
         prof_wall = time.perf_counter() - t0
     ev = _device_events(prof.key_averages()) if cuda else prof.key_averages()
-    busy = sum(_device_time_us(e) for e in ev) / 1e6 if cuda else None
+    busy = _busy_us(prof.events()) / 1e6 if cuda else None
     key = (lambda e: _device_time_us(e)) if cuda else (lambda e: e.self_cpu_time_total)
     ops = [(e.key, key(e) / 1e3, e.count) for e in sorted(ev, key=key, reverse=True)[:top]]
     return dict(steps=steps[0], wall_s=wall, output_tokens=n_out, tokens_per_s=n_out / wall,

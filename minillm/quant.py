@@ -69,7 +69,7 @@ def _int8_matmul_kernel(x_ptr, w_ptr, s_ptr, b_ptr, o_ptr, M, N, K, stride_xm, s
     o_ptrs = o_ptr + rm[:, None].to(tl.int64) * stride_om + rn[None, :]
     tl.store(o_ptrs, acc.to(o_ptr.dtype.element_ty), mask=m_ok[:, None] & n_ok[None, :])
 
-# %% ../nbs/13_int8.ipynb #523a9ba3
+# %% ../nbs/13_int8.ipynb #02e68605
 _DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 
 def _interpreting() -> bool: return os.environ.get('TRITON_INTERPRET', '0') == '1'
@@ -77,7 +77,7 @@ def _interpreting() -> bool: return os.environ.get('TRITON_INTERPRET', '0') == '
 # Tile shapes (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages) by M, for narrow (N < _WIDE_N) and wide outputs;
 # BLOCK_M = 1 is the GEMV kernel. Each is the fastest measured on an H200 (bf16, Qwen3-8B shapes; end of chapter).
 _WIDE_N = 16384
-_CONFIGS = [(1,    (1, 4, 1024, 4, 1),  (16, 64, 256, 4, 3)),
+_CONFIGS = [(1,    (1, 4, 512, 2, 1),   (16, 64, 256, 4, 3)),
             (16,   (16, 32, 256, 4, 5), (16, 64, 128, 4, 3)),
             (32,   (16, 32, 256, 4, 3), (32, 64, 128, 4, 4)),
             (64,   (16, 64, 256, 4, 3), (32, 128, 128, 4, 4)),

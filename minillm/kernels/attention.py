@@ -11,7 +11,7 @@ import triton
 import triton.language as tl
 
 # %% auto #0
-__all__ = ['store_kv', 'paged_decode', 'paged_prefill', 'paged_attention']
+__all__ = ['USE_PDL', 'pdl_options', 'store_kv', 'paged_decode', 'paged_prefill', 'paged_attention']
 
 # %% ../../nbs/10_triton_attention.ipynb #11401de6
 _FLOATS = (torch.float16, torch.bfloat16, torch.float32)
@@ -58,11 +58,33 @@ def _check_attn(q, k_cache, v_cache, block_tables, context_lens, out):
         if not (out.shape == q.shape and out.dtype == q.dtype and out.device == q.device): raise ValueError(f"out must be {tuple(q.shape)} {q.dtype} on {q.device}, got {tuple(out.shape)} {out.dtype} on {out.device}")
     return s, hq, hkv, d, bs, out
 
-# %% ../../nbs/10_triton_attention.ipynb #190caf23
+# %% ../../nbs/10_triton_attention.ipynb #ae7f2699
+try: from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
+except ImportError: gdc_launch_dependents = gdc_wait = None                 # a Triton without PDL: never enabled
+
+USE_PDL = os.environ.get('MINILLM_PDL', '1') != '0'                          # set 0 (or this to False) to launch plainly
+
+@functools.lru_cache(None)
+def _capability(device): return torch.cuda.get_device_capability(device)   # asked on every launch: cached
+
+def pdl_options(t: torch.Tensor) -> dict:
+    "Launch options for a kernel whose first statement is `_pdl_start(PDL)`, for work on `t`'s device."
+    on = USE_PDL and gdc_wait is not None and t.is_cuda and _capability(t.device) >= (9, 0)
+    return dict(PDL=True, launch_pdl=True) if on else dict(PDL=False)
+
+@triton.jit
+def _pdl_start(PDL: tl.constexpr):
+    "Let the next kernel launch now; wait until the previous kernel's writes are visible."
+    if PDL:
+        gdc_launch_dependents()
+        gdc_wait()
+
+# %% ../../nbs/10_triton_attention.ipynb #e6f2865e
 @triton.jit
 def _store_kv_kernel(k_ptr, v_ptr, kc_ptr, vc_ptr, slot_ptr,
                      s_kn, s_kh, s_vn, s_vh, s_kcb, s_kct, s_kch, s_vcb, s_vct, s_vch,
-                     HKV: tl.constexpr, HP: tl.constexpr, D: tl.constexpr, BS: tl.constexpr):
+                     HKV: tl.constexpr, HP: tl.constexpr, D: tl.constexpr, BS: tl.constexpr, PDL: tl.constexpr):
+    _pdl_start(PDL)
     n = tl.program_id(0)
     slot = tl.load(slot_ptr + n).to(tl.int64)
     h, d = tl.arange(0, HP), tl.arange(0, D)
@@ -85,9 +107,9 @@ def store_kv(k, v, k_cache, v_cache, slot_mapping):
     if k.shape[0] == 0: return
     _store_kv_kernel[(k.shape[0],)](k, v, k_cache, v_cache, slot_mapping, k.stride(0), k.stride(1), v.stride(0), v.stride(1),
                                     *k_cache.stride()[:3], *v_cache.stride()[:3],
-                                    HKV=hkv, HP=triton.next_power_of_2(hkv), D=d, BS=bs)
+                                    HKV=hkv, HP=triton.next_power_of_2(hkv), D=d, BS=bs, **pdl_options(k))
 
-# %% ../../nbs/10_triton_attention.ipynb #9e2dea36
+# %% ../../nbs/10_triton_attention.ipynb #275dcee8
 @triton.jit
 def _attend(acc, m_i, l_i, q, pos, k_ptr, v_ptr, bt_ptr, lo, hi, qk_scale, s_kb, s_kt, s_vb, s_vt,
             BS: tl.constexpr, BLOCK_N: tl.constexpr, D: tl.constexpr, MASKED: tl.constexpr, PREC: tl.constexpr):
@@ -119,12 +141,13 @@ def _attend(acc, m_i, l_i, q, pos, k_ptr, v_ptr, bt_ptr, lo, hi, qk_scale, s_kb,
 
 def _prec(dtype): return 'ieee' if dtype == torch.float32 else 'tf32'  # fp32 caches: exact fp32 dots, not tf32
 
-# %% ../../nbs/10_triton_attention.ipynb #14e7fb36
+# %% ../../nbs/10_triton_attention.ipynb #d2ebfe05
 @triton.jit
 def _decode_kernel(q_ptr, k_ptr, v_ptr, bt_ptr, ctx_ptr, out_ptr, po_ptr, plse_ptr, qk_scale,
                    s_qs, s_qh, s_kb, s_kt, s_kh, s_vb, s_vt, s_vh, s_bt, s_os, s_oh,
                    HQ: tl.constexpr, G: tl.constexpr, BLOCK_H: tl.constexpr, D: tl.constexpr, BS: tl.constexpr,
-                   BLOCK_N: tl.constexpr, SPLITS: tl.constexpr, PREC: tl.constexpr):
+                   BLOCK_N: tl.constexpr, SPLITS: tl.constexpr, PREC: tl.constexpr, PDL: tl.constexpr):
+    _pdl_start(PDL)
     s, kvh, split = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     ctx = tl.load(ctx_ptr + s)
     offs_h, offs_d = tl.arange(0, BLOCK_H), tl.arange(0, D)
@@ -156,7 +179,8 @@ def _decode_kernel(q_ptr, k_ptr, v_ptr, bt_ptr, ctx_ptr, out_ptr, po_ptr, plse_p
 
 @triton.jit
 def _combine_kernel(po_ptr, plse_ptr, out_ptr, s_os, s_oh,
-                    HQ: tl.constexpr, D: tl.constexpr, SPLITS: tl.constexpr, SP: tl.constexpr):
+                    HQ: tl.constexpr, D: tl.constexpr, SPLITS: tl.constexpr, SP: tl.constexpr, PDL: tl.constexpr):
+    _pdl_start(PDL)
     s, h = tl.program_id(0), tl.program_id(1)
     sp, offs_d = tl.arange(0, SP), tl.arange(0, D)
     row = (s * HQ + h) * SPLITS + sp
@@ -168,13 +192,10 @@ def _combine_kernel(po_ptr, plse_ptr, out_ptr, s_os, s_oh,
     o = tl.sum(o * w[:, None], 0) / tl.where(tot == 0.0, 1.0, tot)
     tl.store(out_ptr + s * s_os + h * s_oh + offs_d, o.to(out_ptr.dtype.element_ty))
 
-# %% ../../nbs/10_triton_attention.ipynb #5e74ab70
+# %% ../../nbs/10_triton_attention.ipynb #669c050d
 @functools.lru_cache(None)
 def _num_sms(device):
     return torch.cuda.get_device_properties(device).multi_processor_count if device.type == 'cuda' else 4
-
-@functools.lru_cache(None)
-def _capability(device): return torch.cuda.get_device_capability(device)   # asked on every launch: cached
 
 def _decode_config(q):
     "Tile size, warps and pipeline depth of the decode kernel for `q`'s device, dtype and head_dim."
@@ -199,25 +220,26 @@ def _launch_decode(q, k_cache, v_cache, block_tables, context_lens, scale, out, 
         q, k_cache, v_cache, block_tables, context_lens, out, po, plse, scale * 1.4426950408889634,
         q.stride(0), q.stride(1), *k_cache.stride()[:3], *v_cache.stride()[:3], block_tables.stride(0), out.stride(0), out.stride(1),
         HQ=hq, G=g, BLOCK_H=max(16, triton.next_power_of_2(g)), D=d, BS=bs, BLOCK_N=block_n, SPLITS=num_splits,
-        PREC=_prec(q.dtype), num_warps=num_warps, num_stages=num_stages)
+        PREC=_prec(q.dtype), num_warps=num_warps, num_stages=num_stages, **pdl_options(q))
     if num_splits > 1:
         _combine_kernel[(s, hq)](po, plse, out, out.stride(0), out.stride(1), HQ=hq, D=d, SPLITS=num_splits,
-                                 SP=triton.next_power_of_2(num_splits), num_warps=4)
+                                 SP=triton.next_power_of_2(num_splits), num_warps=4, **pdl_options(q))
     return out
 
 def paged_decode(q, k_cache, v_cache, block_tables, context_lens, scale=None, out=None, num_splits=None):
     "Attention of one new token per sequence (q `[S, Hq, D]`) over its paged K/V; returns `[S, Hq, D]`."
     return _launch_decode(q, k_cache, v_cache, block_tables, context_lens, scale, out, num_splits, **_decode_config(q))
 
-# %% ../../nbs/10_triton_attention.ipynb #6355c26d
+# %% ../../nbs/10_triton_attention.ipynb #deb4c3af
 _TOL = {torch.float32: 1e-5, torch.float16: 3e-3, torch.bfloat16: 2e-2}   # relative error bounds used in the tests
 
-# %% ../../nbs/10_triton_attention.ipynb #70effb13
+# %% ../../nbs/10_triton_attention.ipynb #1b05f3b8
 @triton.jit(do_not_specialize=['S'])
 def _prefill_kernel(q_ptr, k_ptr, v_ptr, bt_ptr, ctx_ptr, qsl_ptr, out_ptr, qk_scale, S,
                     s_qn, s_qh, s_kb, s_kt, s_kh, s_vb, s_vt, s_vh, s_bt, s_on, s_oh,
                     G: tl.constexpr, GP: tl.constexpr, BLOCK_Q: tl.constexpr, D: tl.constexpr, BS: tl.constexpr,
-                    BLOCK_N: tl.constexpr, PREC: tl.constexpr):
+                    BLOCK_N: tl.constexpr, PREC: tl.constexpr, PDL: tl.constexpr):
+    _pdl_start(PDL)
     pid, kvh = tl.program_id(0), tl.program_id(1)
     lo, hi = 0, S                                                      # last s with qsl[s] // BLOCK_Q + s <= pid
     while lo < hi:
@@ -254,7 +276,7 @@ def _prefill_kernel(q_ptr, k_ptr, v_ptr, bt_ptr, ctx_ptr, qsl_ptr, out_ptr, qk_s
     o = acc / tl.where(l_i == 0.0, 1.0, l_i)[:, None]
     tl.store(out_ptr + rows[:, None] * s_on + head[:, None] * s_oh + offs_d[None, :], o.to(out_ptr.dtype.element_ty), mask=rmask[:, None])
 
-# %% ../../nbs/10_triton_attention.ipynb #7c810d0d
+# %% ../../nbs/10_triton_attention.ipynb #3810af19
 def _prefill_config(q):
     "Rows per tile (tokens x heads), key tile, warps and pipeline depth of the prefill kernel."
     if q.device.type != 'cuda': return dict(block_m=32, block_n=32, num_warps=4, num_stages=1)
@@ -276,7 +298,8 @@ def _launch_prefill(q, k_cache, v_cache, block_tables, context_lens, query_start
     _prefill_kernel[(q.shape[0] // block_q + s, hkv)](
         q, k_cache, v_cache, block_tables, context_lens, query_start_loc, out, scale * 1.4426950408889634, s,
         q.stride(0), q.stride(1), *k_cache.stride()[:3], *v_cache.stride()[:3], block_tables.stride(0), out.stride(0), out.stride(1),
-        G=g, GP=gp, BLOCK_Q=block_q, D=d, BS=bs, BLOCK_N=block_n, PREC=_prec(q.dtype), num_warps=num_warps, num_stages=num_stages)
+        G=g, GP=gp, BLOCK_Q=block_q, D=d, BS=bs, BLOCK_N=block_n, PREC=_prec(q.dtype), num_warps=num_warps, num_stages=num_stages,
+        **pdl_options(q))
     return out
 
 def paged_prefill(q, k_cache, v_cache, block_tables, context_lens, query_start_loc, max_q_len, scale=None, out=None):
@@ -284,7 +307,7 @@ def paged_prefill(q, k_cache, v_cache, block_tables, context_lens, query_start_l
     return _launch_prefill(q, k_cache, v_cache, block_tables, context_lens, query_start_loc, max_q_len, scale, out,
                            **_prefill_config(q))
 
-# %% ../../nbs/10_triton_attention.ipynb #5348a5c8
+# %% ../../nbs/10_triton_attention.ipynb #d7513a04
 def paged_attention(q, k_cache, v_cache, block_tables, context_lens, query_start_loc, max_q_len, scale=None, out=None):
     "`paged_attention_ref` semantics: decode kernel when every sequence has one new token, else the prefill kernel."
     if max_q_len == 1 and q.shape[0] == context_lens.shape[0]:
