@@ -139,30 +139,26 @@ def step_ms(fn, n=50):
     for _ in range(n): fn()
     torch.cuda.synchronize(); return (time.perf_counter() - t0) / n * 1e3
 
-def steps():
+def step_table(variants):
+    "ms per graphed Qwen3-0.6B decode step at batch 1, 8 and 64 for each `(label, setup)`: `setup()`, then recapture."
     llm = llm06()
     llm.generate([list(range(1000, 1256))] * 64, SamplingParams(temperature=0, max_tokens=4, ignore_eos=True), use_tqdm=False)
     G, out = llm.runner.graphs, {}
-    for gemv_on in (False, True):
-        use_fused_kernels(llm.model, gemv=gemv_on)
+    for label, setup in variants:
+        setup()
         G2 = DecodeGraphs(llm.runner, 64, G.tables.shape[1])
-        out[f'gemv={gemv_on}'] = {b: step_ms(G2.graphs[b].replay) for b in (1, 8, 64)}
+        out[label] = {b: step_ms(G2.graphs[b].replay) for b in (1, 8, 64)}
         del G2; torch.cuda.empty_cache()
-    R['step_ms'] = out
-    log('graph step ms (fused ops):', out)
+    return out
+
+def steps():
+    R['step_ms'] = step_table([(f'gemv={on}', lambda on=on: use_fused_kernels(llm06().model, gemv=on)) for on in (False, True)])
+    log('graph step ms (fused ops):', R['step_ms'])
 
 def pdl():
     "Graphed decode step with programmatic dependent launch off and on (the graphs are recaptured for each)."
-    llm = llm06()
-    llm.generate([list(range(1000, 1256))] * 64, SamplingParams(temperature=0, max_tokens=4, ignore_eos=True), use_tqdm=False)
-    G, out = llm.runner.graphs, {}
-    for on in (False, True):
-        A.USE_PDL = on
-        G2 = DecodeGraphs(llm.runner, 64, G.tables.shape[1])
-        out[f'pdl={on}'] = {b: step_ms(G2.graphs[b].replay) for b in (1, 8, 64)}
-        del G2; torch.cuda.empty_cache()
-    R['pdl_step_ms'] = out
-    log('graph step ms, PDL off / on:', out)
+    R['pdl_step_ms'] = step_table([(f'pdl={on}', lambda on=on: setattr(A, 'USE_PDL', on)) for on in (False, True)])
+    log('graph step ms, PDL off / on:', R['pdl_step_ms'])
 
 def bf16():
     "Greedy agreement of the fast path with transformers in bf16: 16 prompts x 32 tokens, batched and one at a time."
