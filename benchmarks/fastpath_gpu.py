@@ -97,8 +97,8 @@ def int8_gemv():
             row[str(c)] = gtime([lambda q=q, s=s: FK._launch_gemv(x, q, s, None, out, *c) for q, s in qs])
         row['w8_linear'] = gtime([lambda q=q, s=s: Q.w8_linear(x, q, s) for q, s in qs])
         A.USE_PDL = False                                 # the same chain launched plainly
-        row['w8_linear_no_pdl'] = gtime([lambda q=q, s=s: Q.w8_linear(x, q, s) for q, s in qs])
-        A.USE_PDL = True
+        try: row['w8_linear_no_pdl'] = gtime([lambda q=q, s=s: Q.w8_linear(x, q, s) for q, s in qs])
+        finally: A.USE_PDL = True
         res.append(row)
         best = min(INT8_CONFIGS, key=lambda c: row[str(c)])
         log(f"{name:13} cuBLAS bf16 {row['cublas_bf16']:6.1f} µs  int8 default {row['w8_linear']:6.1f} ({row['cublas_bf16'] / row['w8_linear']:.2f}x)"

@@ -79,7 +79,7 @@ def _pdl_start(PDL: tl.constexpr):
         gdc_launch_dependents()
         gdc_wait()
 
-# %% ../../nbs/10_triton_attention.ipynb #e6f2865e
+# %% ../../nbs/10_triton_attention.ipynb #2b84d5a7
 @triton.jit
 def _store_kv_kernel(k_ptr, v_ptr, kc_ptr, vc_ptr, slot_ptr,
                      s_kn, s_kh, s_vn, s_vh, s_kcb, s_kct, s_kch, s_vcb, s_vct, s_vch,
@@ -109,7 +109,7 @@ def store_kv(k, v, k_cache, v_cache, slot_mapping):
                                     *k_cache.stride()[:3], *v_cache.stride()[:3],
                                     HKV=hkv, HP=triton.next_power_of_2(hkv), D=d, BS=bs, **pdl_options(k))
 
-# %% ../../nbs/10_triton_attention.ipynb #275dcee8
+# %% ../../nbs/10_triton_attention.ipynb #1e0d2dbe
 @triton.jit
 def _attend(acc, m_i, l_i, q, pos, k_ptr, v_ptr, bt_ptr, lo, hi, qk_scale, s_kb, s_kt, s_vb, s_vt,
             BS: tl.constexpr, BLOCK_N: tl.constexpr, D: tl.constexpr, MASKED: tl.constexpr, PREC: tl.constexpr):
@@ -141,7 +141,7 @@ def _attend(acc, m_i, l_i, q, pos, k_ptr, v_ptr, bt_ptr, lo, hi, qk_scale, s_kb,
 
 def _prec(dtype): return 'ieee' if dtype == torch.float32 else 'tf32'  # fp32 caches: exact fp32 dots, not tf32
 
-# %% ../../nbs/10_triton_attention.ipynb #d2ebfe05
+# %% ../../nbs/10_triton_attention.ipynb #b27dcdbb
 @triton.jit
 def _decode_kernel(q_ptr, k_ptr, v_ptr, bt_ptr, ctx_ptr, out_ptr, po_ptr, plse_ptr, qk_scale,
                    s_qs, s_qh, s_kb, s_kt, s_kh, s_vb, s_vt, s_vh, s_bt, s_os, s_oh,
@@ -192,7 +192,7 @@ def _combine_kernel(po_ptr, plse_ptr, out_ptr, s_os, s_oh,
     o = tl.sum(o * w[:, None], 0) / tl.where(tot == 0.0, 1.0, tot)
     tl.store(out_ptr + s * s_os + h * s_oh + offs_d, o.to(out_ptr.dtype.element_ty))
 
-# %% ../../nbs/10_triton_attention.ipynb #669c050d
+# %% ../../nbs/10_triton_attention.ipynb #c7e166a2
 @functools.lru_cache(None)
 def _num_sms(device):
     return torch.cuda.get_device_properties(device).multi_processor_count if device.type == 'cuda' else 4
@@ -230,10 +230,10 @@ def paged_decode(q, k_cache, v_cache, block_tables, context_lens, scale=None, ou
     "Attention of one new token per sequence (q `[S, Hq, D]`) over its paged K/V; returns `[S, Hq, D]`."
     return _launch_decode(q, k_cache, v_cache, block_tables, context_lens, scale, out, num_splits, **_decode_config(q))
 
-# %% ../../nbs/10_triton_attention.ipynb #deb4c3af
+# %% ../../nbs/10_triton_attention.ipynb #3b7db291
 _TOL = {torch.float32: 1e-5, torch.float16: 3e-3, torch.bfloat16: 2e-2}   # relative error bounds used in the tests
 
-# %% ../../nbs/10_triton_attention.ipynb #1b05f3b8
+# %% ../../nbs/10_triton_attention.ipynb #4cccb2e8
 @triton.jit(do_not_specialize=['S'])
 def _prefill_kernel(q_ptr, k_ptr, v_ptr, bt_ptr, ctx_ptr, qsl_ptr, out_ptr, qk_scale, S,
                     s_qn, s_qh, s_kb, s_kt, s_kh, s_vb, s_vt, s_vh, s_bt, s_on, s_oh,
@@ -276,7 +276,7 @@ def _prefill_kernel(q_ptr, k_ptr, v_ptr, bt_ptr, ctx_ptr, qsl_ptr, out_ptr, qk_s
     o = acc / tl.where(l_i == 0.0, 1.0, l_i)[:, None]
     tl.store(out_ptr + rows[:, None] * s_on + head[:, None] * s_oh + offs_d[None, :], o.to(out_ptr.dtype.element_ty), mask=rmask[:, None])
 
-# %% ../../nbs/10_triton_attention.ipynb #3810af19
+# %% ../../nbs/10_triton_attention.ipynb #49360064
 def _prefill_config(q):
     "Rows per tile (tokens x heads), key tile, warps and pipeline depth of the prefill kernel."
     if q.device.type != 'cuda': return dict(block_m=32, block_n=32, num_warps=4, num_stages=1)
@@ -307,7 +307,7 @@ def paged_prefill(q, k_cache, v_cache, block_tables, context_lens, query_start_l
     return _launch_prefill(q, k_cache, v_cache, block_tables, context_lens, query_start_loc, max_q_len, scale, out,
                            **_prefill_config(q))
 
-# %% ../../nbs/10_triton_attention.ipynb #d7513a04
+# %% ../../nbs/10_triton_attention.ipynb #8f74bca3
 def paged_attention(q, k_cache, v_cache, block_tables, context_lens, query_start_loc, max_q_len, scale=None, out=None):
     "`paged_attention_ref` semantics: decode kernel when every sequence has one new token, else the prefill kernel."
     if max_q_len == 1 and q.shape[0] == context_lens.shape[0]:

@@ -261,8 +261,8 @@ def linear(x, weight, bias=None):
     if x.is_cuda and x.numel() == x.shape[-1]: return gemv(x, weight, bias)
     return F.linear(x, weight, bias)
 
-# %% ../../nbs/10a_fused_ops.ipynb #07ab2e8f
-GEMV_INT8_CONFIG = (4, 512, 2)    # the int8 chapter's tile for one row (BLOCK_N, BLOCK_K, num_warps)
+# %% ../../nbs/10a_fused_ops.ipynb #6017a103
+GEMV_INT8_CONFIG = (4, 512, 2)    # int8 weights, one row (BLOCK_N, BLOCK_K, num_warps): chosen in the int8 chapter
 FUSED_GEMV_CONFIG = (4, 512, 4)   # with NORM or SWIGLU, dense or int8: the fastest (or within 0.2 µs) at Qwen3-0.6B (below)
 
 def fused_gemv(x,                     # activations `[..., K]`
