@@ -16,8 +16,8 @@ from .workloads import (WORKLOADS, batch_workload, mixed_workload, prefix_worklo
 __all__ = ['PEERS', 'DTYPE_BYTES', 'NO_CUDA', 'RESULTS', 'supports', 'resolve_model', 'worker', 'build_specs', 'summarize',
            'run_suite', 'print_table', 'plot', 'add_arguments', 'run', 'main']
 
-# %% ../nbs/16_benchmarks.ipynb #62e424be
-PEERS = ('minillm', 'hf-eager', 'hf-compile', 'hf-batch')
+# %% ../nbs/16_benchmarks.ipynb #3e292947
+PEERS = ('minillm', 'minillm-ngram', 'hf-eager', 'hf-compile', 'hf-batch')
 DTYPE_BYTES = {'float32': 4, 'bfloat16': 2, 'float16': 2}
 NO_CUDA = "benchmarks need a CUDA GPU, and torch.cuda.is_available() is False on this machine"
 
@@ -28,15 +28,17 @@ def _timed(device, fn):
     _sync(device); t0 = time.perf_counter(); out = fn(); _sync(device)
     return time.perf_counter() - t0, out
 
-def _minillm(ckpt, device, dtype):
+def _minillm(ckpt, device, dtype, **engine_kw):
     from minillm.engine import LLM
     from minillm.sampling import SamplingParams
-    llm = LLM(str(ckpt), dtype=str(dtype).split('.')[-1], device=device)
+    llm = LLM(str(ckpt), dtype=str(dtype).split('.')[-1], device=device, **engine_kw)
     def gen(prompts, max_tokens):
         sps = [SamplingParams(temperature=0, max_tokens=n, ignore_eos=True) for n in max_tokens]
         dt, outs = _timed(device, lambda: llm.generate(prompts, sps, use_tqdm=False))
         if any(o.error for o in outs): raise RuntimeError(next(o.error for o in outs if o.error))
         info = dict(cached_tokens=sum(o.metrics.num_cached_tokens for o in outs))
+        if 'draft_acceptance_rate' in llm.last_run:
+            info.update(drafts_proposed=llm.last_run['drafts_proposed'], draft_acceptance=llm.last_run['draft_acceptance_rate'])
         return dt, [o.outputs[0].token_ids for o in outs], info
     return gen
 
@@ -86,13 +88,13 @@ def _hf_batch(ckpt, device, dtype):
         return dt, [list(r.generated_tokens) for r in res], None
     return gen
 
-_SETUP = {'minillm': _minillm, 'hf-eager': _hf_generate, 'hf-compile': lambda *a: _hf_generate(*a, compile=True), 'hf-batch': _hf_batch}
+_SETUP = {'minillm': _minillm, 'minillm-ngram': lambda *a: _minillm(*a, speculative_tokens=3), 'hf-eager': _hf_generate, 'hf-compile': lambda *a: _hf_generate(*a, compile=True), 'hf-batch': _hf_batch}
 
 def supports(peer: str, spec: dict) -> bool:
     "Whether `peer` can run workload `spec` (transformers `generate` needs one output length for the batch)."
     return peer not in ('hf-eager', 'hf-compile') or len(set(request_lengths(spec)[1])) == 1
 
-# %% ../nbs/16_benchmarks.ipynb #4f38155f
+# %% ../nbs/16_benchmarks.ipynb #de39fa9e
 def resolve_model(name, device='cpu') -> Path:
     "The checkpoint directory of a preset (built on first use) or of a directory."
     model_config(name)
@@ -126,7 +128,7 @@ def worker(peer: str, model, specs: list, repeats: int = 3, device='cuda', dtype
     gen = _SETUP[peer](ckpt, device, getattr(torch, dtype))
     res = dict(peer=peer, model=str(model), env=_env(device), results=[])
     for i, spec in enumerate(specs):
-        phases = ('cold', 'warm') if spec['kind'] == 'prefix' and peer == 'minillm' else ('cold',) if spec['kind'] == 'prefix' else (None,)
+        phases = ('cold', 'warm') if spec['kind'] == 'prefix' and peer.startswith('minillm') else ('cold',) if spec['kind'] == 'prefix' else (None,)
         try: got = _measure(gen, spec, repeats, phases)
         except Exception as e: got = [dict(error=f"{type(e).__name__}: {e}")]
         res['results'] += [dict(index=i, label=workload_label(spec), spec=spec, **g) for g in got]

@@ -18,7 +18,7 @@ from .runner import ModelRunner, kv_bytes_per_block
 # %% auto #0
 __all__ = ['EngineConfig', 'CompletionOutput', 'RequestMetrics', 'RequestOutput', 'StreamOutput', 'detokenize_step', 'LLM']
 
-# %% ../nbs/09_engine.ipynb #1c04b7e4
+# %% ../nbs/09_engine.ipynb #1fd22bfc
 @dataclass
 class EngineConfig:
     "Every setting of an `LLM`."
@@ -37,6 +37,10 @@ class EngineConfig:
     attention_backend: str = 'auto'     # 'torch' (reference), 'triton' (kernels); auto: triton on CUDA, else torch
     cuda_graphs: str = 'auto'           # 'on', 'off', 'emulate' (graph bookkeeping run eagerly); auto: on for CUDA
     overlap: bool = True                # with graphs: launch a greedy decode step before reading the last one's tokens
+    speculative_tokens: int = 0         # n-gram drafts verified per decode step (speculation chapter); 0: off
+    prompt_lookup_max: int = 4          # longest n-gram looked up for drafts
+    prompt_lookup_min: int = 2          # shortest n-gram looked up for drafts
+    speculative_max_batch: int = 16     # decode steps of more sequences run without speculation (and overlap)
 
     def __post_init__(self):
         if not isinstance(self.overlap, bool): raise ValueError(f"overlap must be a bool, got {self.overlap!r}")
@@ -45,6 +49,11 @@ class EngineConfig:
         for k in ('block_size', 'max_num_seqs', 'max_num_batched_tokens'):
             v = getattr(self, k)
             if not isinstance(v, int) or isinstance(v, bool) or v < 1: raise ValueError(f"{k} must be an int >= 1, got {v!r}")
+        for k, lo in (('speculative_tokens', 0), ('prompt_lookup_max', 1), ('prompt_lookup_min', 1), ('speculative_max_batch', 1)):
+            v = getattr(self, k)
+            if not isinstance(v, int) or isinstance(v, bool) or v < lo: raise ValueError(f"{k} must be an int >= {lo}, got {v!r}")
+        if self.prompt_lookup_min > self.prompt_lookup_max:
+            raise ValueError(f"prompt_lookup_min ({self.prompt_lookup_min}) must be <= prompt_lookup_max ({self.prompt_lookup_max})")
         for k in ('max_model_len', 'num_kv_blocks'):
             v = getattr(self, k)
             if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 1): raise ValueError(f"{k} must be None or an int >= 1, got {v!r}")
@@ -127,7 +136,7 @@ class _Request:
         return RequestOutput(self.index, self.prompt, list(s.prompt_ids) if s else [], [comp],
                              finished=bool(self.error) or (s is not None and s.status == FINISHED), error=self.error, metrics=self.metrics)
 
-# %% ../nbs/09_engine.ipynb #45c62d68
+# %% ../nbs/09_engine.ipynb #5498af81
 class LLM:
     "An offline inference engine: `LLM(model).generate(prompts, sampling_params)`."
     def __init__(self, model: str = DEFAULT_MODEL, **kwargs):
@@ -143,12 +152,12 @@ class LLM:
         self.num_blocks = cfg.num_kv_blocks or self._auto_blocks(device)
         self.block_manager = BlockManager(self.num_blocks, cfg.block_size, cfg.enable_prefix_caching)
         self.scheduler = Scheduler(self.block_manager, cfg.max_num_seqs, cfg.max_num_batched_tokens)
-        self.runner = self._make_runner(device)
+        self.runner, self.speculator = self._make_runner(device)
         self.device, self._next_id, self.last_run = device, 0, {}
         torch.manual_seed(cfg.seed)
 
     def _make_runner(self, device):
-        "The model runner with the chosen attention back end and, on a GPU, decode and single-sequence prefill graphs."
+        "The model runner with the chosen attention back end and, on a GPU, decode and single-sequence prefill graphs; the `Speculator` or None."
         c, cuda = self.config, device.type == 'cuda'
         backend = c.attention_backend if c.attention_backend != 'auto' else 'triton' if cuda else 'torch'
         graphs = c.cuda_graphs if c.cuda_graphs != 'auto' else 'on' if cuda else 'off'
@@ -165,7 +174,10 @@ class LLM:
             w, emulate = math.ceil(self.max_model_len / c.block_size), graphs == 'emulate'
             runner.graphs = DecodeGraphs(runner, c.max_num_seqs, w, emulate=emulate)
             runner.prefill_graphs = PrefillGraphs(runner, c.max_num_batched_tokens, w, emulate=emulate, pool=runner.graphs.pool)
-        return runner
+        if not c.speculative_tokens: return runner, None
+        from minillm.speculative import Speculator, VerifyGraphs
+        vg = None if graphs == 'off' else VerifyGraphs(runner, c.max_num_seqs, c.speculative_tokens, w, emulate, pool=runner.graphs.pool)
+        return runner, Speculator(runner, c.speculative_tokens, c.prompt_lookup_max, c.prompt_lookup_min, vg, c.speculative_max_batch)
 
     def _eos_ids(self):
         ids = list(self.model.config.eos_token_ids)
@@ -235,7 +247,7 @@ def _on_token(self: LLM, req: _Request, tok: int, lp, stream: bool):
         self.scheduler.finish(s, reason)
         req.metrics.finish_time = now
 
-# %% ../nbs/09_engine.ipynb #24e064e8
+# %% ../nbs/09_engine.ipynb #3dbb2b5e
 @patch
 def _deliver(self: LLM, seqs, tokens, logprobs, live, stream, bar):
     "Hand each sampled token to its request; rows of sequences that finished while the step ran are dropped."
@@ -257,11 +269,22 @@ def _overlappable(self: LLM, scheduled) -> bool:
             and all(plain_greedy(s.params, s.output_ids) for s, _ in scheduled))
 
 @patch
+def _speculate(self: LLM, sched, drafts, live, stream, bar):
+    "A verify step: each sequence's accepted tokens go to its request in order, then the sequences still running advance."
+    seqs = [s for s, _ in sched]
+    res = self.speculator.verify(seqs, drafts, [live[s.seq_id].generator for s in seqs], self.eos_token_ids)
+    flat = [(s, t, lp) for s, (toks, lps) in zip(seqs, res) for t, lp in zip(toks, lps)]
+    yield from self._deliver(*zip(*flat), live, stream, bar)
+    self.scheduler.update([(s, len(t)) for s, (t, _) in zip(seqs, res) if s.status != FINISHED])   # last token + accepted drafts
+
+@patch
 def _loop(self: LLM, reqs, stream=False, use_tqdm=False):
     live = {r.seq.seq_id: r for r in reqs if r.seq is not None}
     for r in live.values(): self.scheduler.add(r.seq)
     t0, n_prompt, pre0 = time.perf_counter(), sum(len(r.seq.prompt_ids) for r in live.values()), self.scheduler.num_preemptions
     bar, g, inflight = None, self.runner.graphs, None          # inflight: (sequences, ticket) of a launched greedy step
+    spec = self.speculator
+    drafted0 = (spec.proposed, spec.accepted) if spec else None
     if use_tqdm:
         from tqdm.auto import tqdm
         bar = tqdm(total=len(live), desc='requests', unit='req')
@@ -271,6 +294,13 @@ def _loop(self: LLM, reqs, stream=False, use_tqdm=False):
     try:
         while self.scheduler.has_work():
             sched = self.scheduler.schedule().scheduled
+            if spec is not None and spec.applies(sched):                    # speculation chapter
+                if inflight is not None:                                     # drafts need every token
+                    yield from read(inflight); inflight = None
+                    sched = [x for x in sched if x[0].status != FINISHED]
+                drafts = spec.drafts(sched, self.block_manager)
+                if drafts is not None:                                       # a verify step
+                    yield from self._speculate(sched, drafts, live, stream, bar); continue
             if self._overlappable(sched):
                 feed = {} if inflight is None else {s: i for i, s in enumerate(inflight[0])}
                 ticket = g.run_greedy(sched, feed)
@@ -305,6 +335,9 @@ def _loop(self: LLM, reqs, stream=False, use_tqdm=False):
         dt, n_out = time.perf_counter() - t0, sum(len(r.seq.output_ids) for r in live.values())
         self.last_run = dict(seconds=dt, prompt_tokens=n_prompt, output_tokens=n_out, output_tokens_per_s=n_out / dt if dt else 0.0,
                              preemptions=self.scheduler.num_preemptions - pre0, prefix_cache_hit_rate=self.block_manager.stats.hit_rate)
+        if spec is not None:
+            p, a = spec.proposed - drafted0[0], spec.accepted - drafted0[1]
+            self.last_run.update(drafts_proposed=p, drafts_accepted=a, draft_acceptance_rate=a / p if p else 0.0)
 
 # %% ../nbs/09_engine.ipynb #72626acb
 def _normalize(prompts, sampling_params):

@@ -25,7 +25,7 @@ class PagedAttention:
         self.store(k, v, kc, vc, self.slot_mapping)
         return self.attend(q, kc, vc, self.block_tables, self.context_lens, self.query_start_loc, self.max_q_len)
 
-# %% ../nbs/08a_runner.ipynb #8dfb2c4b
+# %% ../nbs/08a_runner.ipynb #da50612e
 def kv_bytes_per_block(cfg, block_size: int, dtype) -> int:
     "Bytes of K and V for one block across all layers."
     return 2 * cfg.num_hidden_layers * block_size * cfg.num_key_value_heads * cfg.head_dim * torch.empty(0, dtype=dtype).element_size()
@@ -40,14 +40,16 @@ class ModelRunner:
         self.spare_block = num_blocks      # one block never given to a request: padding rows of graph steps write here
         self.graphs = self.prefill_graphs = None   # attached by the engine (see the CUDA graphs chapter)
 
-    def prepare(self, scheduled):
-        "Packed inputs for `scheduled` `[(seq, n)]`; also the pack indices of the last token of each sampling sequence."
+    def prepare(self, scheduled, drafts=None):
+        "Packed inputs for `scheduled` `[(seq, n)]`; also the pack indices of the last token of each sampling sequence. With `drafts` (one list per sequence, appended to its new tokens), every packed token samples."
         toks, starts, ctx, qsl, tables, sample_rows, samplers = [], [], [], [0], [], [], []
-        for seq, n in scheduled:
+        for i, (seq, n) in enumerate(scheduled):
             s = seq.num_computed
-            toks += seq.token_ids[s:s + n]; starts.append(s)
+            new = seq.token_ids[s:s + n] + (drafts[i] if drafts else [])
+            toks += new; starts.append(s); n = len(new)
             ctx.append(s + n); qsl.append(qsl[-1] + n); tables.append(self.bm.block_table(seq.seq_id))
-            if s + n == seq.num_tokens: sample_rows.append(qsl[-1] - 1); samplers.append(seq)
+            if drafts: sample_rows += range(qsl[-2], qsl[-1]); samplers.append(seq)
+            elif s + n == seq.num_tokens: sample_rows.append(qsl[-1] - 1); samplers.append(seq)
         S, N, bs = len(scheduled), qsl[-1], self.bm.block_size
         tab = np.zeros((S, max(map(len, tables))), np.int32)                     # [S, width] block tables
         for i, tb in enumerate(tables): tab[i, :len(tb)] = tb
@@ -59,7 +61,7 @@ class ModelRunner:
         i64 = torch.from_numpy(np.concatenate([np.asarray(toks, np.int64), pos, slots, np.asarray(sample_rows, np.int64)])).to(self.device)
         i32 = torch.from_numpy(np.concatenate([np.asarray(ctx, np.int32), q.astype(np.int32), tab.ravel()])).to(self.device)
         attn = PagedAttention(self.kv_caches, i64[2 * N:3 * N], i32[2 * S + 1:].view(tab.shape), i32[:S], i32[S:2 * S + 1],
-                              max(n for _, n in scheduled), store=self.store, attend=self.attend)
+                              int(np.diff(q).max()), store=self.store, attend=self.attend)
         return i64[:N], i64[N:2 * N], attn, i64[3 * N:], samplers
 
     @torch.no_grad()

@@ -15,8 +15,9 @@ from ..layers import causal_attention
 from .attention import _pdl_start, pdl_options, gdc_launch_dependents, gdc_wait
 
 # %% auto #0
-__all__ = ['GEMV_CONFIG', 'GEMV_INT8_CONFIG', 'FUSED_GEMV_CONFIG', 'FUSED_LAYER_MAX_HIDDEN', 'rms_norm', 'qk_norm_rope',
-           'silu_mul', 'gemv', 'linear', 'fused_gemv', 'decode_layer', 'use_fused_kernels']
+__all__ = ['GEMV_CONFIG', 'GEMV_MAX_ROWS', 'GEMV_ROWS_MAX_WEIGHT', 'GEMV_ROWS_CONFIG', 'GEMV_INT8_CONFIG', 'FUSED_GEMV_CONFIG',
+           'FUSED_LAYER_MAX_HIDDEN', 'rms_norm', 'qk_norm_rope', 'silu_mul', 'gemv', 'linear', 'fused_gemv',
+           'decode_layer', 'use_fused_kernels']
 
 # %% ../../nbs/10a_fused_ops.ipynb #437c568b
 @triton.jit
@@ -211,7 +212,7 @@ def _gemv_kernel(x_ptr, w_ptr, s_ptr, b_ptr, o_ptr, r_ptr, g_ptr, ro_ptr, M, N, 
         y = (gate / (1.0 + tl.exp(-gate))).to(dt).to(tl.float32) * up
     tl.store(o_ptr + m.to(tl.int64) * stride_om + rn, y.to(dt), mask=n_ok)
 
-# %% ../../nbs/10a_fused_ops.ipynb #783fdaf9
+# %% ../../nbs/10a_fused_ops.ipynb #a4afa7ac
 GEMV_CONFIG = (2, 1024, 4)   # BLOCK_N, BLOCK_K, num_warps of the dense GEMV: the fastest of 8 tried on an H200 (below)
 _FLOATS = (torch.float16, torch.bfloat16, torch.float32)
 
@@ -237,12 +238,13 @@ def _check_gemv(x, weight, bias=None, scale=None):
     return N, K
 
 def gemv(x, weight, bias=None, config=None):
-    "`F.linear(x, weight, bias)` for a dense `weight` `[N, K]` by the GEMV kernel (one program per `BLOCK_N` outputs of a row)."
+    "`F.linear(x, weight, bias)` for a dense `weight` `[N, K]` by the GEMV kernel (one program per `BLOCK_N` outputs of a row); several rows: `gemv_rows`."
     N, K = _check_gemv(x, weight, bias)
     x2 = x.reshape(-1, K)
     if x2.stride(-1) != 1: x2 = x2.contiguous()
     out = torch.empty(x2.shape[0], N, dtype=x.dtype, device=x.device)
-    if out.numel(): _launch_gemv(x2, weight, None, bias, out, *(config or GEMV_CONFIG))
+    if x2.shape[0] > 1: _launch_gemv_rows(x2, weight, bias, out, *(config or GEMV_ROWS_CONFIG))
+    elif out.numel(): _launch_gemv(x2, weight, None, bias, out, *(config or GEMV_CONFIG))
     return out.reshape(*x.shape[:-1], N)
 
 def _launch_gemv(x2, weight, scale, bias, out, block_n, block_k, num_warps, num_stages=1,
@@ -257,11 +259,47 @@ def _launch_gemv(x2, weight, scale, bias, out, block_n, block_k, num_warps, num_
         **(pdl_options(x2) if scale is None else dict(PDL=False)))         # int8: measured slower with PDL (int8 chapter)
 
 def linear(x, weight, bias=None):
-    "`F.linear`, except for a single row of activations on CUDA, which goes to the GEMV kernel."
-    if x.is_cuda and x.numel() == x.shape[-1]: return gemv(x, weight, bias)
+    "`F.linear`, except on CUDA for one row of activations, or up to `GEMV_MAX_ROWS` rows by a small weight: the GEMV kernels."
+    rows = x.numel() // max(1, x.shape[-1])
+    if x.is_cuda and (rows == 1 or (rows <= GEMV_MAX_ROWS and weight.numel() <= GEMV_ROWS_MAX_WEIGHT)): return gemv(x, weight, bias)
     return F.linear(x, weight, bias)
 
-# %% ../../nbs/10a_fused_ops.ipynb #6017a103
+# %% ../../nbs/10a_fused_ops.ipynb #46b28666
+GEMV_MAX_ROWS = 4                   # `linear` sends 2 to this many rows to the several-row GEMV...
+GEMV_ROWS_MAX_WEIGHT = 4 * 2**20    # ...when the weight has at most this many elements (measured below); else cuBLAS
+GEMV_ROWS_CONFIG = (4, 512, 4)      # BLOCK_N, BLOCK_K, num_warps of the several-row GEMV: the fastest of 8 at 2 to 5 rows
+
+@triton.jit
+def _gemv_rows_kernel(x_ptr, w_ptr, b_ptr, o_ptr, M, N, stride_xm, stride_wn, stride_om, K: tl.constexpr, HAS_BIAS: tl.constexpr,
+                      EVEN_K: tl.constexpr, ROWS: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, PDL: tl.constexpr):
+    pid_m, pid_n = tl.program_id(0), tl.program_id(1)
+    rn, rk, rm = pid_n * BLOCK_N + tl.arange(0, BLOCK_N), tl.arange(0, BLOCK_K), pid_m * ROWS + tl.arange(0, ROWS)
+    n_ok, m_ok = rn < N, rm < M
+    w_ptrs = w_ptr + rn[:, None].to(tl.int64) * stride_wn + rk[None, :]           # [BLOCK_N, BLOCK_K]
+    x_ptrs = x_ptr + rm[:, None].to(tl.int64) * stride_xm + rk[None, :]           # [ROWS, BLOCK_K]
+    if PDL: gdc_launch_dependents()
+    w0 = _wload(w_ptrs, n_ok, rk < K, EVEN_K)                                     # before the wait, as in the GEMV
+    if PDL: gdc_wait()
+    acc = tl.zeros((ROWS, BLOCK_N, BLOCK_K), dtype=tl.float32)
+    for k0 in tl.static_range(0, K, BLOCK_K):
+        ok = rk < K - k0
+        if k0 == 0: w = w0
+        else: w = _wload(w_ptrs + k0, n_ok, ok, EVEN_K)
+        x = tl.load(x_ptrs + k0, mask=m_ok[:, None] & ok[None, :], other=0.).to(tl.float32)
+        acc += w.to(tl.float32)[None, :, :] * x[:, None, :]
+    y = tl.sum(acc, axis=2)                                                       # [ROWS, BLOCK_N]
+    if HAS_BIAS: y += tl.load(b_ptr + rn, mask=n_ok, other=0.).to(tl.float32)[None, :]
+    tl.store(o_ptr + rm[:, None].to(tl.int64) * stride_om + rn[None, :], y.to(o_ptr.dtype.element_ty), mask=m_ok[:, None] & n_ok[None, :])
+
+def _launch_gemv_rows(x2, weight, bias, out, block_n, block_k, num_warps):
+    "Launch the several-row GEMV on checked 2-D operands: `out` `[M, N]` = `x2` `[M, K]` times a dense `weight`."
+    (M, K), N = x2.shape, out.shape[1]
+    rows = min(triton.next_power_of_2(M), 8)                                     # rows per program
+    if out.numel(): _gemv_rows_kernel[(triton.cdiv(M, rows), triton.cdiv(N, block_n))](
+        x2, weight, weight if bias is None else bias, out, M, N, x2.stride(0), weight.stride(0), out.stride(0), K=K,
+        HAS_BIAS=bias is not None, EVEN_K=K % block_k == 0, ROWS=rows, BLOCK_N=block_n, BLOCK_K=block_k, num_warps=num_warps, **pdl_options(x2))
+
+# %% ../../nbs/10a_fused_ops.ipynb #a35e6184
 GEMV_INT8_CONFIG = (4, 512, 2)    # int8 weights, one row (BLOCK_N, BLOCK_K, num_warps): chosen in the int8 chapter
 FUSED_GEMV_CONFIG = (4, 512, 4)   # with NORM or SWIGLU, dense or int8: the fastest (or within 0.2 µs) at Qwen3-0.6B (below)
 
@@ -293,7 +331,7 @@ def fused_gemv(x,                     # activations `[..., K]`
     out = out.reshape(*x.shape[:-1], out.shape[1])
     return out if residual is None else (out, r_out.reshape(x.shape))
 
-# %% ../../nbs/10a_fused_ops.ipynb #ddcb4d0e
+# %% ../../nbs/10a_fused_ops.ipynb #737abf52
 def _weights(proj):
     "`(weight, bias, scale)` of an `nn.Linear` or an int8 `QuantLinear`; None for any other module."
     if type(proj) is nn.Linear: return proj.weight, proj.bias, None
@@ -318,7 +356,7 @@ def decode_layer(layer, x, residual, cos, sin, attn=None):
     h, residual = fused_gemv(sa.o_proj(o.flatten(-2)), *gu_w, norm_weight=n2.weight, eps=n2.eps, residual=residual, swiglu=True)
     return mlp.down_proj(h), residual
 
-# %% ../../nbs/10a_fused_ops.ipynb #831a3633
+# %% ../../nbs/10a_fused_ops.ipynb #2356813f
 FUSED_LAYER_MAX_HIDDEN = 2048   # `decode_layer` up to this hidden size: faster at 1024 (Qwen3-0.6B), slower at 4096 (8B)
 
 def _linear_forward(self, x): return linear(x, self.weight, self.bias)
