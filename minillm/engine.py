@@ -18,7 +18,7 @@ from .runner import ModelRunner, kv_bytes_per_block
 # %% auto #0
 __all__ = ['EngineConfig', 'CompletionOutput', 'RequestMetrics', 'RequestOutput', 'StreamOutput', 'detokenize_step', 'LLM']
 
-# %% ../nbs/09_engine.ipynb #1fd22bfc
+# %% ../nbs/09_engine.ipynb #32e0c2a2
 @dataclass
 class EngineConfig:
     "Every setting of an `LLM`."
@@ -40,7 +40,7 @@ class EngineConfig:
     speculative_tokens: int = 0         # n-gram drafts verified per decode step (speculation chapter); 0: off
     prompt_lookup_max: int = 4          # longest n-gram looked up for drafts
     prompt_lookup_min: int = 2          # shortest n-gram looked up for drafts
-    speculative_max_batch: int = 16     # decode steps of more sequences run without speculation (and overlap)
+    speculative_max_batch: int = 16     # larger decode steps run without speculation, overlapped
 
     def __post_init__(self):
         if not isinstance(self.overlap, bool): raise ValueError(f"overlap must be a bool, got {self.overlap!r}")
@@ -247,7 +247,7 @@ def _on_token(self: LLM, req: _Request, tok: int, lp, stream: bool):
         self.scheduler.finish(s, reason)
         req.metrics.finish_time = now
 
-# %% ../nbs/09_engine.ipynb #3dbb2b5e
+# %% ../nbs/09_engine.ipynb #08a9c15d
 @patch
 def _deliver(self: LLM, seqs, tokens, logprobs, live, stream, bar):
     "Hand each sampled token to its request; rows of sequences that finished while the step ran are dropped."
@@ -298,6 +298,7 @@ def _loop(self: LLM, reqs, stream=False, use_tqdm=False):
                 if inflight is not None:                                     # drafts need every token
                     yield from read(inflight); inflight = None
                     sched = [x for x in sched if x[0].status != FINISHED]
+                    if not sched: continue
                 drafts = spec.drafts(sched, self.block_manager)
                 if drafts is not None:                                       # a verify step
                     yield from self._speculate(sched, drafts, live, stream, bar); continue

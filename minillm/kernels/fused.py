@@ -212,7 +212,7 @@ def _gemv_kernel(x_ptr, w_ptr, s_ptr, b_ptr, o_ptr, r_ptr, g_ptr, ro_ptr, M, N, 
         y = (gate / (1.0 + tl.exp(-gate))).to(dt).to(tl.float32) * up
     tl.store(o_ptr + m.to(tl.int64) * stride_om + rn, y.to(dt), mask=n_ok)
 
-# %% ../../nbs/10a_fused_ops.ipynb #a4afa7ac
+# %% ../../nbs/10a_fused_ops.ipynb #9144b2be
 GEMV_CONFIG = (2, 1024, 4)   # BLOCK_N, BLOCK_K, num_warps of the dense GEMV: the fastest of 8 tried on an H200 (below)
 _FLOATS = (torch.float16, torch.bfloat16, torch.float32)
 
@@ -238,7 +238,7 @@ def _check_gemv(x, weight, bias=None, scale=None):
     return N, K
 
 def gemv(x, weight, bias=None, config=None):
-    "`F.linear(x, weight, bias)` for a dense `weight` `[N, K]` by the GEMV kernel (one program per `BLOCK_N` outputs of a row); several rows: `gemv_rows`."
+    "`F.linear(x, weight, bias)` for a dense `weight` `[N, K]` by the GEMV kernel (one program per `BLOCK_N` outputs of a row; several rows: the several-row kernel below)."
     N, K = _check_gemv(x, weight, bias)
     x2 = x.reshape(-1, K)
     if x2.stride(-1) != 1: x2 = x2.contiguous()
