@@ -10,7 +10,7 @@ from pathlib import Path
 # %% auto #0
 __all__ = ['DTYPE_CHOICES', 'build_parser', 'generate_cmd', 'main']
 
-# %% ../nbs/20_cli.ipynb #2b037de5
+# %% ../nbs/20_cli.ipynb #3a69e34d
 class _Parser(argparse.ArgumentParser):
     def error(self, message):
         sys.stderr.write(f"minillm: error: {message}\n")
@@ -20,6 +20,12 @@ def _positive_int(s):
     try: v = int(s)
     except ValueError: raise argparse.ArgumentTypeError(f"must be a positive integer, got {s!r}")
     if v <= 0: raise argparse.ArgumentTypeError(f"must be a positive integer, got {v}")
+    return v
+
+def _non_negative_int(s):
+    try: v = int(s)
+    except ValueError: raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {s!r}")
+    if v < 0: raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {v}")
     return v
 
 DTYPE_CHOICES = ('auto', 'float32', 'bfloat16', 'float16')
@@ -37,11 +43,12 @@ def build_parser():
     g.add_argument('--temperature', type=float, default=0.0, help='0 (default) is greedy')
     g.add_argument('--top-p', type=float, default=1.0, help='nucleus sampling threshold (default: 1, off)')
     g.add_argument('--seed', type=int, default=None, help='seed for sampling')
+    g.add_argument('--speculative-tokens', type=_non_negative_int, default=0, help='n-gram drafts verified per step (default: 0, off)')
     from minillm import bench
     bench.add_arguments(sub.add_parser('bench', help='throughput benchmarks against transformers (needs a CUDA GPU)'))
     return p
 
-# %% ../nbs/20_cli.ipynb #265620e7
+# %% ../nbs/20_cli.ipynb #bb832727
 def _check_args(args, parser):
     from minillm.loading import DEFAULT_MODEL, _HUB_ID, resolve_device
     m = args.model
@@ -53,7 +60,7 @@ def _check_args(args, parser):
 def generate_cmd(args):
     from minillm.engine import LLM
     from minillm.sampling import SamplingParams
-    llm = LLM(args.model, dtype=args.dtype, device=args.device)
+    llm = LLM(args.model, dtype=args.dtype, device=args.device, speculative_tokens=args.speculative_tokens)
     params = SamplingParams(temperature=args.temperature, top_p=args.top_p, seed=args.seed, max_tokens=args.max_tokens)
     print(args.prompt, end='', flush=True)
     t0, n = time.perf_counter(), 0
