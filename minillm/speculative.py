@@ -82,7 +82,7 @@ def verify_drafts(logits, rows, drafts, params, prompt_ids, output_ids, generato
     for t in toks: out.append((t, lps[at:at + len(t)])); at += len(t)
     return out
 
-# %% ../nbs/12_speculative.ipynb #b3edaccd
+# %% ../nbs/12_speculative.ipynb #c6411ffd
 class VerifyGraphs:
     "CUDA graphs of the verify step: per sequence its last token and up to `k` drafts in `k + 1` rows, one graph per batch bucket."
     def __init__(self, runner, max_batch: int, k: int, max_blocks_per_seq: int, emulate: bool = False, pool=None):
@@ -112,31 +112,27 @@ class VerifyGraphs:
     @torch.no_grad()
     def run(self, seqs, drafts):
         "Verify `drafts` (per sequence, at most `k`) after each sequence's last token; `(logits, rows)` as `verify_drafts` takes them."
-        B, M, T, bs = len(seqs), self.buckets[-1], self.T, self.block_size
+        B, M, T, bs, spare = len(seqs), self.buckets[-1], self.T, self.block_size, self.runner.spare_block
         b = next(x for x in self.buckets if x >= B)
         tables = [self.runner.bm.block_table(s.seq_id) for s in seqs]
         w = max(map(len, tables))
-        tab = np.full((b, w), self.runner.spare_block, np.int64)                            # [b, w]
-        for i, t in enumerate(tables): tab[i, :len(t)] = t
-        n = np.array([len(d) + 1 for d in drafts])                                          # [B] real tokens per sequence
-        start = np.array([s.num_computed for s in seqs])
-        P = start[:, None] + np.arange(T)                                                   # [B, T] positions
-        valid = np.arange(T) < n[:, None]
-        ids = np.zeros((b, T), np.int64)
-        for i, (s, d) in enumerate(zip(seqs, drafts)): ids[i, :n[i]] = [s.token_ids[s.num_computed], *d]
-        blk = np.take_along_axis(tab[:B], np.minimum(P // bs, w - 1), 1)
-        pos, slots = np.zeros((b, T), np.int64), np.full((b, T), -1, np.int64)
-        pos[:B], slots[:B] = np.where(valid, P, 0), np.where(valid, blk * bs + P % bs, -1)
-        ctx = np.concatenate([start + T, np.full(b - B, T)])                                # padding rows: the spare block
+        ids, pos, slots, ctx, tab, rows = [], [], [], [], [], []    # lists: for a few sequences faster than numpy
+        for i, (s, d, t) in enumerate(zip(seqs, drafts, tables)):
+            c, n, pad = s.num_computed, len(d) + 1, T - len(d) - 1
+            ids += [s.token_ids[c], *d] + [0] * pad                       # padding tokens: position 0, stored nowhere
+            pos += [*range(c, c + n)] + [0] * pad
+            slots += [t[p // bs] * bs + p % bs for p in range(c, c + n)] + [-1] * pad
+            ctx.append(c + T); tab += t + [spare] * (w - len(t)); rows += range(i * T, i * T + n)
+        ids += [0] * (T * (b - B)); pos += [0] * (T * (b - B)); slots += [-1] * (T * (b - B))
+        ctx += [T] * (b - B); tab += [spare] * (w * (b - B))                  # padding rows: the spare block
         if self.copied is not None: self.copied.synchronize()                              # `host` is free to overwrite
         h, m = self.host_np, M * T
-        h[:b * T], h[m:m + b * T], h[2 * m:2 * m + b * T], h[3 * m:3 * m + b] = ids.ravel(), pos.ravel(), slots.ravel(), ctx
+        h[:b * T], h[m:m + b * T], h[2 * m:2 * m + b * T], h[3 * m:3 * m + b] = ids, pos, slots, ctx
         k = 3 * m + M
-        h[k:k + b * w] = tab.ravel()
+        h[k:k + b * w] = tab
         self.stage[:k + b * w].copy_(self.host[:k + b * w], non_blocking=True)             # one host-to-device copy
         if self.copied is not None: self.copied.record()
         self.tables[:b, :w] = self.stage[k:k + b * w].view(b, w)
-        rows = [i * T + j for i in range(B) for j in range(n[i])]
         if self.emulate: return self._step(b), rows
         self.graphs[b].replay()
         return self.outputs[b], rows
