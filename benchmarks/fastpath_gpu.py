@@ -3,7 +3,7 @@
 
 Run from the repository root:  PYTHONPATH=. python3 benchmarks/fastpath_gpu.py [--only=gemv,fp32,...]
 Sections (each runs even if an earlier one failed; failures are recorded):
-  gemv      the dense GEMV (minillm.kernels.fused.gemv) against cuBLAS F.linear at M = 1, Qwen3-0.6B and 8B shapes,
+  gemv      the dense GEMV (minillm.kernels.gemv.gemv) against cuBLAS F.linear at M = 1, Qwen3-0.6B and 8B shapes,
             over candidate tile configurations (CUDA-graph replays over enough weight copies to defeat L2)
   int8_gemv the int8 GEMV (same kernel) at Qwen3-8B shapes over tile candidates, against cuBLAS bf16
   fp32      correctness: fast path (Triton attention, fused ops, GEMV, graphs) == PyTorch path == transformers,
@@ -24,12 +24,13 @@ import torch.nn.functional as F
 from triton.testing import do_bench
 import minillm.quant as Q
 import minillm.kernels.fused as FK
+import minillm.kernels.gemv as GV
 import minillm.kernels.attention as A
 from minillm.engine import LLM
 from minillm.sampling import SamplingParams
 from minillm.loading import random_checkpoint, PRESETS
 from minillm.profiling import profile_engine
-from minillm.kernels.fused import use_fused_kernels
+from minillm.kernels.gemv import use_fused_kernels
 from minillm.cuda_graphs import DecodeGraphs
 from minillm.bench import measure_bandwidth, weight_bytes, model_config
 from graph_timing import graph_us as gtime      # benchmarks/graph_timing.py
@@ -63,12 +64,12 @@ def gemv():
         ref = F.linear(x.float(), ws[0].float())
         row = dict(shape=name, K=K, N=N, cublas=gtime([lambda w=w: F.linear(x, w) for w in ws]))
         for c in CONFIGS:
-            err = ((FK.gemv(x, ws[0], config=c).float() - ref).norm() / ref.norm()).item()
+            err = ((GV.gemv(x, ws[0], config=c).float() - ref).norm() / ref.norm()).item()
             assert err < 1e-2, (name, c, err)
-            row[str(c)] = gtime([lambda w=w: FK.gemv(x, w, config=c) for w in ws])
+            row[str(c)] = gtime([lambda w=w: GV.gemv(x, w, config=c) for w in ws])
         res.append(row)
         best = min(CONFIGS, key=lambda c: row[str(c)])
-        log(f"{name:13} cuBLAS {row['cublas']:6.1f} µs  GEMV {row[str(FK.GEMV_CONFIG)]:6.1f} (default {FK.GEMV_CONFIG})  best {row[str(best)]:6.1f} {best}"
+        log(f"{name:13} cuBLAS {row['cublas']:6.1f} µs  GEMV {row[str(GV.GEMV_CONFIG)]:6.1f} (default {GV.GEMV_CONFIG})  best {row[str(best)]:6.1f} {best}"
             f"  {2 * N * K / row[str(best)] / 1e3:5.0f} GB/s")
         del ws; torch.cuda.empty_cache()
     tot = {str(c): sum(r[str(c)] for r in res if r['shape'].startswith('0.6b')) for c in CONFIGS}
@@ -91,10 +92,10 @@ def int8_gemv():
         del dense
         for c in INT8_CONFIGS:
             out = torch.empty(1, N, device='cuda', dtype=torch.bfloat16)
-            FK._launch_gemv(x, qs[0][0], qs[0][1], None, out, *c)
+            GV._launch_gemv(x, qs[0][0], qs[0][1], None, out, *c)
             err = ((out.float() - ref).norm() / ref.norm()).item()
             assert err < 1e-2, (name, c, err)
-            row[str(c)] = gtime([lambda q=q, s=s: FK._launch_gemv(x, q, s, None, out, *c) for q, s in qs])
+            row[str(c)] = gtime([lambda q=q, s=s: GV._launch_gemv(x, q, s, None, out, *c) for q, s in qs])
         row['w8_linear'] = gtime([lambda q=q, s=s: Q.w8_linear(x, q, s) for q, s in qs])
         A.USE_PDL = False                                 # the same chain launched plainly
         try: row['w8_linear_no_pdl'] = gtime([lambda q=q, s=s: Q.w8_linear(x, q, s) for q, s in qs])

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Checks and times the GEMV with RMSNorm folded into its prologue and SwiGLU into its epilogue (minillm.kernels.fused.
+"""Checks and times the GEMV with RMSNorm folded into its prologue and SwiGLU into its epilogue (minillm.kernels.gemv.
 fused_gemv) and the fused single-row decoder layer (decode_layer), against the unfused chains they replace.
 
 Run from the repository root:  PYTHONPATH=. python3 benchmarks/fused_layer_gpu.py [--tiny] [--only=check,ops,layer]
@@ -21,6 +21,7 @@ if not CUDA: os.environ.setdefault('TRITON_INTERPRET', '1')
 import torch.nn as nn
 import torch.nn.functional as F
 import minillm.kernels.fused as FK
+import minillm.kernels.gemv as GV
 import minillm.quant as Q
 from minillm.config import ModelConfig
 from minillm.layers import RMSNorm, RotaryEmbedding
@@ -59,13 +60,13 @@ def make_weights(N, K, kind, copies):
              (torch.rand(N, device=DEV, generator=g) * 3e-4 + 1e-4).to(DT)) for _ in range(copies)]
 
 # the unfused chains (what the layer runs without decode_layer) and the fused calls
-def lin(h, w, s): return FK.gemv(h, w) if s is None else Q.int8_matmul(h, w, s)
+def lin(h, w, s): return GV.gemv(h, w) if s is None else Q.int8_matmul(h, w, s)
 def norm_unfused(x, r, g, w, s): h, rr = FK.rms_norm(x, g, EPS, r); return lin(h, w, s), rr
 def swiglu_unfused(x, r, g, w, s): return FK.silu_mul(lin(x, w, s))
 def norm_swiglu_unfused(x, r, g, w, s): h, rr = FK.rms_norm(x, g, EPS, r); return FK.silu_mul(lin(h, w, s)), rr
-def norm_fused(x, r, g, w, s, c=None): return FK.fused_gemv(x, w, None, s, g, EPS, r, config=c)
-def swiglu_fused(x, r, g, w, s, c=None): return FK.fused_gemv(x, w, None, s, swiglu=True, config=c)
-def norm_swiglu_fused(x, r, g, w, s, c=None): return FK.fused_gemv(x, w, None, s, g, EPS, r, swiglu=True, config=c)
+def norm_fused(x, r, g, w, s, c=None): return GV.fused_gemv(x, w, None, s, g, EPS, r, config=c)
+def swiglu_fused(x, r, g, w, s, c=None): return GV.fused_gemv(x, w, None, s, swiglu=True, config=c)
+def norm_swiglu_fused(x, r, g, w, s, c=None): return GV.fused_gemv(x, w, None, s, g, EPS, r, swiglu=True, config=c)
 OPS = {'norm+qkv': ('qkv', norm_unfused, norm_fused), 'swiglu': ('gate_up', swiglu_unfused, swiglu_fused),
        'norm+gate_up+swiglu': ('gate_up', norm_swiglu_unfused, norm_swiglu_fused)}
 
@@ -157,7 +158,7 @@ def layer():
             for L in layers: h, res_ = L(h, res_, cos, sin, attn)
         for kind in ('bf16', 'int8'):
             if kind == 'int8': Q.quantize_model(types.SimpleNamespace(model=types.SimpleNamespace(layers=layers)))
-            FK.use_fused_kernels(layers)
+            GV.use_fused_kernels(layers)
             fused_out = layers[0](x, r, cos, sin, attn)                                # one layer: decode_layer ...
             t_fused = gtime([run]) / n
             for L in layers: L.kernel = None

@@ -14,7 +14,7 @@ Writes speculative_gpu.json to $OUT if set, else to benchmarks/results/.
 import os, sys, json, time, traceback, statistics
 import torch
 import torch.nn.functional as F
-import minillm.kernels.fused as FK
+import minillm.kernels.gemv as GV
 from minillm.engine import LLM
 from minillm.sampling import SamplingParams
 from minillm.loading import random_checkpoint, PRESETS
@@ -40,8 +40,8 @@ def rows():
             ref = F.linear(x.float(), ws[0].float())
             r = dict(shape=name, M=M, cublas=gtime([lambda w=w: F.linear(x, w) for w in ws]))
             for c in ([None] if M == 1 else ROW_CONFIGS):
-                assert ((FK.gemv(x, ws[0], config=c).float() - ref).norm() / ref.norm()).item() < 1e-2, (name, M, c)
-                r[str(c)] = gtime([lambda w=w: FK.gemv(x, w, config=c) for w in ws])
+                assert ((GV.gemv(x, ws[0], config=c).float() - ref).norm() / ref.norm()).item() < 1e-2, (name, M, c)
+                r[str(c)] = gtime([lambda w=w: GV.gemv(x, w, config=c) for w in ws])
             res.append(r)
             best = min((k for k in r if k.startswith('(') or k == 'None'), key=r.get)
             log(f"{name:12} M={M}: cuBLAS {r['cublas']:6.1f} µs  GEMV best {r[best]:6.1f} µs {best}")
@@ -53,11 +53,11 @@ def rows():
             keys = ['None'] if M == 1 else [str(c) for c in ROW_CONFIGS]
             b = min(keys, key=lambda k: tot(M, k, pre))
             log(f"{pre} layer, M={M}: cuBLAS {tot(M, 'cublas', pre):6.1f} µs  GEMV {tot(M, b, pre):6.1f} µs with {b}"
-                + ('' if M == 1 else f" (default {tot(M, str(FK.GEMV_ROWS_CONFIG), pre):6.1f})"))
+                + ('' if M == 1 else f" (default {tot(M, str(GV.GEMV_ROWS_CONFIG), pre):6.1f})"))
     best = min(ROW_CONFIGS, key=lambda c: sum(tot(M, str(c), '0.6b') for M in (2, 3, 4, 5)))
     R['best_rows_config'] = best
     log('best several-row config for 0.6B, M = 2..5:', best, '(used below)')
-    FK.GEMV_ROWS_CONFIG = best
+    GV.GEMV_ROWS_CONFIG = best
 
 CK = None
 def ckpt():

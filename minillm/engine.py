@@ -136,7 +136,7 @@ class _Request:
         return RequestOutput(self.index, self.prompt, list(s.prompt_ids) if s else [], [comp],
                              finished=bool(self.error) or (s is not None and s.status == FINISHED), error=self.error, metrics=self.metrics)
 
-# %% ../nbs/09_engine.ipynb #5498af81
+# %% ../nbs/09_engine.ipynb #5326f38d
 class LLM:
     "An offline inference engine: `LLM(model).generate(prompts, sampling_params)`."
     def __init__(self, model: str = DEFAULT_MODEL, **kwargs):
@@ -165,7 +165,7 @@ class LLM:
         kw = {}
         if backend == 'triton':
             from minillm.kernels.attention import paged_attention, store_kv
-            from minillm.kernels.fused import use_fused_kernels
+            from minillm.kernels.gemv import use_fused_kernels
             kw = dict(attend=paged_attention, store=store_kv)
             use_fused_kernels(self.model)
         runner = ModelRunner(self.model, self.block_manager, self.num_blocks, c.block_size, **kw)
