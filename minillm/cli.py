@@ -10,23 +10,23 @@ from pathlib import Path
 # %% auto #0
 __all__ = ['DTYPE_CHOICES', 'build_parser', 'generate_cmd', 'main']
 
-# %% ../nbs/20_cli.ipynb #3a69e34d
+# %% ../nbs/20_cli.ipynb #03484af2
 class _Parser(argparse.ArgumentParser):
     def error(self, message):
         sys.stderr.write(f"minillm: error: {message}\n")
         sys.exit(2)
 
-def _positive_int(s):
-    try: v = int(s)
-    except ValueError: raise argparse.ArgumentTypeError(f"must be a positive integer, got {s!r}")
-    if v <= 0: raise argparse.ArgumentTypeError(f"must be a positive integer, got {v}")
-    return v
+def _int_at_least(lo: int):
+    "An argparse type: an int >= `lo`, or an error that says so."
+    what = 'a positive integer' if lo == 1 else f'an integer >= {lo}'
+    def parse(s):
+        try: v = int(s)
+        except ValueError: raise argparse.ArgumentTypeError(f"must be {what}, got {s!r}")
+        if v < lo: raise argparse.ArgumentTypeError(f"must be {what}, got {v}")
+        return v
+    return parse
 
-def _non_negative_int(s):
-    try: v = int(s)
-    except ValueError: raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {s!r}")
-    if v < 0: raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {v}")
-    return v
+_positive_int, _non_negative_int = _int_at_least(1), _int_at_least(0)
 
 DTYPE_CHOICES = ('auto', 'float32', 'bfloat16', 'float16')
 

@@ -19,7 +19,7 @@ from .outputs import CompletionOutput, RequestMetrics, RequestOutput, StreamOutp
 # %% auto #0
 __all__ = ['EngineConfig', 'LLM']
 
-# %% ../nbs/09_engine.ipynb #32e0c2a2
+# %% ../nbs/09_engine.ipynb #f1f1df19
 @dataclass
 class EngineConfig:
     "Every setting of an `LLM`."
@@ -47,10 +47,8 @@ class EngineConfig:
         if not isinstance(self.overlap, bool): raise ValueError(f"overlap must be a bool, got {self.overlap!r}")
         for k, ok in (('attention_backend', ('auto', 'torch', 'triton')), ('cuda_graphs', ('auto', 'on', 'off', 'emulate'))):
             if getattr(self, k) not in ok: raise ValueError(f"{k} must be one of {', '.join(map(repr, ok))}, got {getattr(self, k)!r}")
-        for k in ('block_size', 'max_num_seqs', 'max_num_batched_tokens'):
-            v = getattr(self, k)
-            if not isinstance(v, int) or isinstance(v, bool) or v < 1: raise ValueError(f"{k} must be an int >= 1, got {v!r}")
-        for k, lo in (('speculative_tokens', 0), ('prompt_lookup_max', 1), ('prompt_lookup_min', 1), ('speculative_max_batch', 1)):
+        for k, lo in (('block_size', 1), ('max_num_seqs', 1), ('max_num_batched_tokens', 1), ('speculative_tokens', 0),
+                      ('prompt_lookup_max', 1), ('prompt_lookup_min', 1), ('speculative_max_batch', 1)):
             v = getattr(self, k)
             if not isinstance(v, int) or isinstance(v, bool) or v < lo: raise ValueError(f"{k} must be an int >= {lo}, got {v!r}")
         if self.prompt_lookup_min > self.prompt_lookup_max:

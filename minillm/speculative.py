@@ -41,7 +41,7 @@ def accept_greedy(targets, drafts) -> list:
         if targets[i] != d: return list(drafts[:i]) + [targets[i]]
     return list(drafts) + [targets[len(drafts)]]
 
-# %% ../nbs/12_speculative.ipynb #65064b6c
+# %% ../nbs/12_speculative.ipynb #f7b50cb2
 def verify_drafts(logits, rows, drafts, params, prompt_ids, output_ids, generators, eos_token_ids=()) -> list:
     "Per sequence `(tokens, logprobs)`: its accepted drafts and one token more. `logits[rows]`: per sequence, its last token's row then one per draft."
     rows, first = list(rows), np.cumsum([0] + [len(d) + 1 for d in drafts])                  # sequence i: rows[first[i]:first[i+1]]
@@ -75,6 +75,7 @@ def verify_drafts(logits, rows, drafts, params, prompt_ids, output_ids, generato
             if ends[i][1]: resid[w, drafts[i][ends[i][0]]] = 0.0                             # rejected: p without d
         for i, t in zip(draw, random_sample(resid, [generators[i] for i in draw]).tolist()): final[i] = t
     toks = [list(d[:n]) + [final[i]] for i, (d, (n, _)) in enumerate(zip(drafts, ends))]
+    if all(p.logprobs is None for p in params): return [(t, [None] * len(t)) for t in toks]
     emitted = torch.tensor([first[i] + j for i, t in enumerate(toks) for j in range(len(t))], device=dev)
     lps = compute_logprobs(raw[emitted], [params[i] for i, t in enumerate(toks) for _ in t],
                            torch.tensor([x for t in toks for x in t], device=dev))
@@ -82,13 +83,14 @@ def verify_drafts(logits, rows, drafts, params, prompt_ids, output_ids, generato
     for t in toks: out.append((t, lps[at:at + len(t)])); at += len(t)
     return out
 
-# %% ../nbs/12_speculative.ipynb #c6411ffd
+# %% ../nbs/12_speculative.ipynb #75cf2fb7
 class VerifyGraphs:
     "CUDA graphs of the verify step: per sequence its last token and up to `k` drafts in `k + 1` rows, one graph per batch bucket."
     def __init__(self, runner, max_batch: int, k: int, max_blocks_per_seq: int, emulate: bool = False, pool=None):
         self.runner, self.emulate, self.buckets, self.T = runner, emulate, batch_buckets(max_batch), k + 1
         M, dev, cuda = self.buckets[-1], runner.device, runner.device.type == 'cuda'
-        self.block_size, self.width = runner.kv_caches[0][0].shape[1], max_blocks_per_seq + -(-self.T // runner.kv_caches[0][0].shape[1])
+        self.block_size = runner.kv_caches[0][0].shape[1]
+        self.width = max_blocks_per_seq + -(-self.T // self.block_size)          # room for the k + 1 positions past the end
         n = 3 * M * self.T + M + M * self.width                         # ids, positions, slots, context lengths, tables
         self.host = torch.zeros(n, dtype=torch.long, pin_memory=cuda)
         self.host_np, self.stage = self.host.numpy(), torch.zeros(n, dtype=torch.long, device=dev)
