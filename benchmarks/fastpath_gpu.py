@@ -12,6 +12,7 @@ Sections (each runs even if an earlier one failed; failures are recorded):
   rmsnorm   Qwen3-0.6B graphed decode step with the CUDA RMSNorm extension against the Triton fused norm
   steps     Qwen3-0.6B bf16 decode-step time per bucket, graphs with fused ops, with and without the GEMV
   pdl       the same step with programmatic dependent launch off and on
+  gemv_pre  the same step with one and two weight chunks of each GEMV loaded before the PDL wait
   prefill   the top GPU operations of a 64 x 256-token prefill
   e2e       Qwen3-0.6B bf16, 256-token prompts -> 128 tokens, batch 1 and 64: tokens/s (median of 3) with the
             engine's overlap of CPU and GPU work off and on, and the per-phase profile (minillm.profiling)
@@ -161,6 +162,11 @@ def pdl():
     R['pdl_step_ms'] = step_table([(f'pdl={on}', lambda on=on: setattr(A, 'USE_PDL', on)) for on in (False, True)])
     log('graph step ms, PDL off / on:', R['pdl_step_ms'])
 
+def gemv_pre():
+    "The same step with one and two weight chunks of each GEMV loaded before the PDL wait (GV.GEMV_PRE)."
+    R['gemv_pre_step_ms'] = step_table([(f'pre={p}', lambda p=p: setattr(GV, 'GEMV_PRE', p)) for p in (1, 2)])
+    log('graph step ms, GEMV_PRE 1 / 2:', R['gemv_pre_step_ms'])
+
 def bf16():
     "Greedy agreement of the fast path with transformers in bf16: 16 prompts x 32 tokens, batched and one at a time."
     g = torch.Generator().manual_seed(3)
@@ -284,7 +290,7 @@ def int8_8b():
     R['8b'] = out
     log(f"8b int8 / bf16 = {out['int8_speedup']:.2f}x")
 
-SECTIONS = dict(gemv=gemv, int8_gemv=int8_gemv, fp32=fp32, bf16=bf16, rmsnorm=rmsnorm, steps=steps, pdl=pdl, prefill=prefill, e2e=e2e, int8_8b=int8_8b)
+SECTIONS = dict(gemv=gemv, int8_gemv=int8_gemv, fp32=fp32, bf16=bf16, rmsnorm=rmsnorm, steps=steps, pdl=pdl, gemv_pre=gemv_pre, prefill=prefill, e2e=e2e, int8_8b=int8_8b)
 only = [a.split('=', 1)[1].split(',') for a in sys.argv if a.startswith('--only=')]
 for fn in [f for k, f in SECTIONS.items() if not only or k in only[0]]: run_section(fn)
 log('done; errors in:', list(R['errors']) or 'none')

@@ -1,17 +1,21 @@
 #!/usr/bin/env python3
-"""Qwen3-8B batch-1 decode step, bf16 and int8 engines, over the launch choices of the int8 path: graph replay time
-of one decode step for each variant, then end-to-end tokens/s for the fastest variants.
+"""Qwen3-8B batch-1 decode step, bf16 and int8 engines, and what each launch choice of the int8 path is worth: graph
+replay time of one decode step with one choice undone at a time, end-to-end tokens/s for the engines as they are and
+for the int8 engine as it was before these choices.
 
-Run from the repository root:  PYTHONPATH=.:benchmarks python3 benchmarks/int8_step_gpu.py
-Variants (each a set of switches, applied by patching module settings, then the graphs are captured again):
-  pdl      int8 GEMVs launched with programmatic dependent launch (weights load before the wait)
-  wide     the wide products (gate_up, an int8 head) by the int8 GEMV instead of the tensor-core kernel
-  cfg      the int8 GEMV tile (BLOCK_N, BLOCK_K, num_warps)
-  head     the output head quantised to int8 too
-  fused    the fused decoder layer (norm + qkv, norm + gate_up + SiLU) at this hidden size
+Run from the repository root:  PYTHONPATH=.:benchmarks python3 benchmarks/int8_step_gpu.py [--only=variants,chain,prefetch,convert,pre]
+Sections:
+  variants  the engines' step and tokens/s, and as they were before (one weight chunk before the PDL wait; int8: also
+            a bf16 head, plain launches, the tensor-core kernel for wide products at one row); int8 ablations, one
+            of those undone at a time, and the fused decoder layer
+  chain     36 layers of the four int8 products alone, one CUDA graph: µs per layer against the bytes they read
+  prefetch  each layer's o weights (and more) read into L2 on a side stream during attention
+  convert   the int8 GEMV's weight conversion (magic-number fp32, int-to-float, bf16 products) and a load-only
+            kernel, as product chains: how much of a product's time is arithmetic
+  pre       the int8 GEMV's tile and how many of its K chunks load before the PDL wait (during the kernels before it)
 Writes int8_step_gpu.json to $OUT if set, else to benchmarks/results/.
 """
-import gc, os, sys, json, math, time, traceback, statistics
+import gc, os, sys, json, math, time, types, traceback, statistics
 import torch
 import triton
 import triton.language as tl
@@ -29,7 +33,7 @@ T0, R = time.time(), dict(argv=sys.argv, errors={}, step_ms={}, e2e={})
 def save(): json.dump(R, open(f'{OUT}/int8_step_gpu.json', 'w'), indent=1, default=str)
 def log(*a): print(f"[{time.time() - T0:6.1f}s]", *a, flush=True)
 
-OPT = dict(pdl=False, cfg=None, fcfg=None)
+OPT = dict(pdl=True, cfg=None, fcfg=None, pre=None, dense_pre=None)
 def launch(x2, weight, scale, bias, out, block_n, block_k, num_warps, num_stages=1,
            norm_weight=None, eps=0.0, residual=None, res_out=None, swiglu=False):
     "GV._launch_gemv with the variant's PDL choice and tiles for int8 weights."
@@ -37,27 +41,35 @@ def launch(x2, weight, scale, bias, out, block_n, block_k, num_warps, num_stages
     if int8 and norm_weight is None and not swiglu and OPT['cfg']: block_n, block_k, num_warps = OPT['cfg']
     if (norm_weight is not None or swiglu) and OPT['fcfg']: block_n, block_k, num_warps = OPT['fcfg']
     (M, K), N = x2.shape, out.shape[1]
-    GV._gemv_kernel[(M, triton.cdiv(N, block_n))](
+    GV._gemv_kernel[(triton.cdiv(N, block_n), M)](
         x2, weight, weight if scale is None else scale, weight if bias is None else bias, out, x2 if residual is None else residual,
         x2 if norm_weight is None else norm_weight, x2 if res_out is None else res_out, M, N, x2.stride(0), weight.stride(0),
         out.stride(0), eps, K=K, INT8=int8, HAS_BIAS=bias is not None, EVEN_K=K % block_k == 0, NORM=norm_weight is not None,
         HAS_RES=residual is not None, SWIGLU=swiglu, BLOCK_N=block_n, BLOCK_K=block_k, num_warps=num_warps, num_stages=num_stages,
-        **(pdl_options(x2) if not int8 or OPT['pdl'] else dict(PDL=False)))
+        PRE=max(1, min((OPT['pre'] if int8 else OPT['dense_pre']) or GV.GEMV_PRE, 4, triton.cdiv(K, block_k))), **(pdl_options(x2) if not int8 or OPT['pdl'] else dict(PDL=False)))
 GV._launch_gemv = Q._launch_gemv = launch
+CONFIGS0, HEADS = list(Q._CONFIGS), {}
 
-def apply(llm, pdl=False, wide=False, cfg=None, head=False, fused=False, fcfg=None, gemv_head=False):
-    "Set the switches on `llm`'s model (int8 or bf16)."
+def apply(llm, pdl=True, tc_wide=False, bf16_head=False, fused=False, cfg=None, fcfg=None, pre=None, swiglu=False, dense_pre=None):
+    "Set the switches on `llm`'s model; the defaults are the engine as it is."
     m = llm.model
-    OPT.update(pdl=pdl, cfg=cfg, fcfg=fcfg)
-    Q._WIDE_N = 10**9 if wide else 16384; Q.pick_config.cache_clear()
+    OPT.update(pdl=pdl, cfg=cfg, fcfg=fcfg, pre=pre, dense_pre=dense_pre)
+    Q._CONFIGS[:] = CONFIGS0
+    if tc_wide: Q._CONFIGS[0] = (1, CONFIGS0[0][1], (16, 64, 256, 4, 3))     # one row, wide: the tensor-core kernel
+    Q.pick_config.cache_clear()
     GV.FUSED_LAYER_MAX_HIDDEN = 1 << 20 if fused else 2048
     GV.use_fused_kernels(m)
-    if head and not isinstance(m.lm_head, Q.QuantLinear):
-        m._bf16_head = m.lm_head; m.lm_head = Q.QuantLinear.from_linear(m.lm_head)
-    if not head and isinstance(m.lm_head, Q.QuantLinear): m.lm_head = m._bf16_head
-    vars(m).pop('logits', None)
-    if head: m.logits = lambda h: m.lm_head(h)
-    elif gemv_head: m.logits = lambda h: GV.gemv(h, m.lm_head.weight) if h.shape[0] == 1 else m.lm_head(h)
+    if isinstance(m.lm_head, Q.QuantLinear): HEADS['int8'] = m.lm_head
+    m.lm_head = HEADS['bf16'] if bf16_head else HEADS.get('int8', m.lm_head)
+    for layer in m.model.layers:
+        vars(layer.mlp).pop('forward', None)
+        if swiglu: layer.mlp.forward = types.MethodType(_mlp_swiglu, layer.mlp)
+
+def _mlp_swiglu(self, x):
+    "The MLP with gate_up and SiLU * up in one GEMV launch for one row."
+    w, b, s = GV._weights(self.gate_up_proj)
+    if x.numel() != x.shape[-1]: return type(self).forward(self, x)
+    return self.down_proj(GV.fused_gemv(x, w, b, s, swiglu=True))
 
 def step_ms(llm, n=100):
     "ms per replay of a freshly captured batch-1 decode graph."
@@ -175,56 +187,102 @@ def chain():
     X = {k: torch.randn(1, kk, device='cuda', dtype=torch.bfloat16) for k, (n, kk) in shapes.items()}
     bytes_layer = sum(n * kk for n, kk in shapes.values())
     res = R['chain'] = dict(bytes_per_layer=bytes_layer)
-    for label, kw in [('plain', {}), ('pdl', dict(pdl=True)), ('plain wide', dict(wide=True)), ('pdl wide', dict(pdl=True, wide=True)),
-                      ('pdl wide (8,512,4)', dict(pdl=True, wide=True, cfg=(8, 512, 4)))]:
-        OPT.update(pdl=kw.get('pdl', False), cfg=kw.get('cfg'))
-        Q._WIDE_N = 10**9 if kw.get('wide') else 16384; Q.pick_config.cache_clear()
+    for label, kw in [('engine', {}), ('no pdl', dict(pdl=False)), ('tensor-core wide', dict(tc_wide=True)),
+                      ('no pdl, tensor-core wide', dict(pdl=False, tc_wide=True))]:
+        OPT.update(pdl=kw.get('pdl', True), cfg=None)
+        Q._CONFIGS[:] = CONFIGS0
+        if kw.get('tc_wide'): Q._CONFIGS[0] = (1, CONFIGS0[0][1], (16, 64, 256, 4, 3))
+        Q.pick_config.cache_clear()
         calls = [lambda w=w, k=k: Q.int8_matmul(X[k], *w[k]) for w in W for k in shapes]
         res[label] = graph_us(calls) * 4
         log(f"chain {label:24} {res[label]:.1f} µs/layer ({bytes_layer / res[label] / 1e6:.2f} TB/s)")
         save()
+    Q._CONFIGS[:] = CONFIGS0; Q.pick_config.cache_clear(); OPT.update(pdl=True)
+    del W; torch.cuda.empty_cache()
+
+from minillm.kernels.attention import gdc_launch_dependents, gdc_wait
+
+@triton.jit
+def _convert_kernel(x_ptr, w_ptr, s_ptr, o_ptr, K: tl.constexpr, MODE: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    "One-row int8 GEMV, the engine's tile and PDL; MODE 0 magic-number fp32 (the engine's), 1 int-to-float, 2 bf16 products, 3 load only."
+    rn = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    rk = tl.arange(0, BLOCK_K)
+    w_ptrs = w_ptr + rn[:, None].to(tl.int64) * K + rk[None, :]
+    gdc_launch_dependents()
+    w0 = tl.load(w_ptrs, eviction_policy='evict_first')
+    gdc_wait()
+    acc = tl.zeros((BLOCK_N, BLOCK_K), dtype=tl.float32)
+    for k0 in tl.static_range(0, K, BLOCK_K):
+        if k0 == 0: w = w0
+        else: w = tl.load(w_ptrs + k0, eviction_policy='evict_first')
+        x = tl.load(x_ptr + k0 + rk)
+        if MODE == 0: acc += ((w.to(tl.int32) + 0x4B000080).to(tl.float32, bitcast=True) - 8388736.0) * x.to(tl.float32)[None, :]
+        elif MODE == 1: acc += w.to(tl.float32) * x.to(tl.float32)[None, :]
+        elif MODE == 2: acc += (w.to(tl.bfloat16) * x[None, :]).to(tl.float32)
+        else: acc += w.to(tl.float32)
+    y = tl.sum(acc, 1) * tl.load(s_ptr + rn).to(tl.float32)
+    tl.store(o_ptr + rn, y.to(o_ptr.dtype.element_ty))
+
+def convert():
+    "The four products of 36 layers as one graph, for each conversion MODE: µs per layer (and the error of MODE 2)."
+    from graph_timing import graph_us
+    shapes = dict(qkv=(6144, 4096), o=(4096, 4096), gate_up=(24576, 4096), down=(4096, 12288))
+    g = torch.Generator(device='cuda').manual_seed(0)
+    W = [{k: (torch.randint(-127, 128, (n, kk), device='cuda', dtype=torch.int8, generator=g),
+              torch.rand(n, device='cuda', dtype=torch.bfloat16) * 1e-3) for k, (n, kk) in shapes.items()} for _ in range(36)]
+    X = {k: torch.randn(1, kk, device='cuda', dtype=torch.bfloat16) for k, (n, kk) in shapes.items()}
+    O = {k: torch.empty(1, n, device='cuda', dtype=torch.bfloat16) for k, (n, kk) in shapes.items()}
+    bn, bk, nw = GV.GEMV_INT8_CONFIG
+    def run(w, k, mode):
+        n, kk = shapes[k]
+        _convert_kernel[(n // bn,)](X[k], w[k][0], w[k][1], O[k], K=kk, MODE=mode, BLOCK_N=bn, BLOCK_K=bk, num_warps=nw, launch_pdl=True)
+    res = R['convert'] = {}
+    for mode, label in enumerate(('magic fp32 (engine)', 'int-to-float', 'bf16 products', 'load only')):
+        run(W[0], 'qkv', mode)
+        ref = (X['qkv'].double() @ W[0]['qkv'][0].double().T) * W[0]['qkv'][1].double()
+        err = ((O['qkv'].double() - ref).norm() / ref.norm()).item()
+        res[label] = dict(us_per_layer=graph_us([lambda w=w, k=k, m=mode: run(w, k, m) for w in W for k in shapes]) * 4, rel_err=err)
+        log(f"convert {label:22} {res[label]['us_per_layer']:.1f} µs/layer, rel. error {err:.1e}")
     del W; torch.cuda.empty_cache()
 
 ck = random_checkpoint(**PRESETS['qwen3-8b'], dtype=torch.bfloat16, device='cuda')
 log('checkpoint ready')
 KW = dict(dtype='bfloat16', device='cuda', max_num_seqs=1, max_model_len=4096, num_kv_blocks=512)
-BEST = dict(pdl=True, wide=True, head=True)
 only = next((a.split('=', 1)[1].split(',') for a in sys.argv if a.startswith('--only=')), ['variants'])
 if 'chain' in only:
     try: chain()
     except Exception: R['errors']['chain'] = traceback.format_exc(); print(traceback.format_exc())
 
-BF16 = [('base', {}), ('fused', dict(fused=True))]
-INT8 = [('base', {}), ('pdl', dict(pdl=True)), ('wide', dict(wide=True)), ('pdl wide', dict(pdl=True, wide=True)),
-        ('pdl wide (4,1024,4)', dict(pdl=True, wide=True, cfg=(4, 1024, 4))),
-        ('pdl wide (8,1024,4)', dict(pdl=True, wide=True, cfg=(8, 1024, 4))),
-        ('pdl wide (2,4096,4)', dict(pdl=True, wide=True, cfg=(2, 4096, 4))),
-        ('pdl wide (4,4096,8)', dict(pdl=True, wide=True, cfg=(4, 4096, 8))),
-        ('pdl wide (8,512,4)', dict(pdl=True, wide=True, cfg=(8, 512, 4))),
-        ('head', dict(head=True)), ('pdl wide head', dict(pdl=True, wide=True, head=True)),
-        ('pdl head', dict(pdl=True, head=True)),
-        ('fused', dict(fused=True)), ('pdl fused', dict(pdl=True, fused=True)),
-        ('pdl wide fused', dict(pdl=True, wide=True, fused=True)),
-        ('pdl wide fused (8,512,4)', dict(pdl=True, wide=True, fused=True, fcfg=(8, 512, 4))),
-        ('pdl wide fused head', dict(pdl=True, wide=True, fused=True, head=True))]
+if 'convert' in only:
+    try: convert()
+    except Exception: R['errors']['convert'] = traceback.format_exc(); print(traceback.format_exc())
+    save()
 
-for kind, q, variants, pf_kw in (('bf16', None, BF16, {}), ('int8', 'int8', INT8, BEST)):
-    if not {'variants', 'prefetch'} & set(only): break
+INT8 = [('engine', {}), ('bf16 head', dict(bf16_head=True)), ('no pdl', dict(pdl=False)), ('tensor-core wide', dict(tc_wide=True)),
+        ('pre 1', dict(pre=1)), ('before', dict(bf16_head=True, pdl=False, tc_wide=True, pre=1)), ('fused', dict(fused=True))]
+BF16 = [('engine', {}), ('before', dict(dense_pre=1))]
+PRE = [('engine', {})] + [(f'{c} pre {p}', dict(cfg=c, pre=p)) for c, ps in (((4, 512, 2), (2, 3, 4)), ((4, 1024, 2), (1, 2)),
+       ((2, 1024, 2), (1, 2, 4)), ((8, 512, 4), (2, 4)), ((2, 2048, 2), (1, 2)), ((4, 256, 2), (4,))) for p in ps]
+PRE += [('pre 2 swiglu', dict(pre=2, swiglu=True)), ('pre 2 swiglu (4,512,2)', dict(pre=2, swiglu=True, fcfg=(4, 512, 2)))]
+BF16_PRE = [('engine', {}), ('dense pre 2', dict(dense_pre=2)), ('dense pre 3', dict(dense_pre=3)), ('swiglu', dict(swiglu=True))]
+for kind, q, variants in (('bf16', None, BF16), ('int8', 'int8', INT8)):
+    if not {'variants', 'prefetch', 'pre'} & set(only): break
     llm = LLM(str(ck), quantization=q, **KW)
     llm.generate(PS, SamplingParams(temperature=0, max_tokens=8, ignore_eos=True), use_tqdm=False)
-    res = run_variants(llm, kind, variants if 'variants' in only else [v for v in variants if v[0] in ('base', 'pdl wide head')])
-    if 'prefetch' in only: run_prefetch(llm, kind, pf_kw)
-    run_e2e(llm, kind, 'base', {})
-    best = min(res, key=res.get)
-    if best != 'base':
-        kw = dict(variants).get(best) or pf_kw
-        if best.startswith('prefetch'):
-            run_e2e(llm, kind, best, pf_kw, post=lambda: add_prefetch(llm.model, PF[best.split()[1]])); drop_prefetch(llm.model)
-        else: run_e2e(llm, kind, best, kw)
-    del llm; gc.collect(); torch.cuda.empty_cache()
+    if q is None: HEADS['bf16'] = llm.model.lm_head
+    res = run_variants(llm, kind, variants if 'variants' in only else variants[:1])
+    if not q and 'pre' in only: run_variants(llm, kind, BF16_PRE)
+    if q and 'pre' in only:
+        res = run_variants(llm, kind, PRE)
+        best = min(res, key=res.get)
+        if best not in ('engine', 'before'): run_e2e(llm, kind, best, dict(PRE)[best])
+    if 'prefetch' in only: run_prefetch(llm, kind, {})
+    run_e2e(llm, kind, 'engine', {})
+    if 'variants' in only: run_e2e(llm, kind, 'before', dict(variants)['before'])
+    apply(llm); del llm; gc.collect(); torch.cuda.empty_cache()
 
-b = R['e2e'].get('bf16 base', {}).get('tok_s')
-print('\n| engine | variant | step ms | tok/s | vs bf16 base |\n|---|---|---|---|---|')
+b = R['e2e'].get('bf16 engine', {}).get('tok_s')
+print('\n| engine | variant | step ms | tok/s | vs bf16 engine |\n|---|---|---|---|---|')
 for k, r in R['e2e'].items():
     kind, label = k.split(' ', 1)
     print(f"| {kind} | {label} | {R['step_ms'][kind].get(label, float('nan')):.3f} | {r['tok_s']:.1f} | {r['tok_s'] / b if b else float('nan'):.2f}x |")

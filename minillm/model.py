@@ -32,7 +32,7 @@ class DecoderLayer(nn.Module):
         x, residual = self.post_attention_layernorm(x, residual)
         return self.mlp(x), residual
 
-# %% ../nbs/02_model.ipynb #bedbd387
+# %% ../nbs/02_model.ipynb #8d21336d
 class QwenModel(nn.Module):
     "Embedding, decoder layers and final norm."
     def __init__(self, cfg: ModelConfig):
@@ -60,7 +60,7 @@ class QwenForCausalLM(nn.Module):
 
     def logits(self, h):
         "Apply the output head (the embedding matrix when tied)."
-        return F.linear(h, self.model.embed_tokens.weight if self.lm_head is None else self.lm_head.weight)
+        return F.linear(h, self.model.embed_tokens.weight) if self.lm_head is None else self.lm_head(h)
 
     def forward(self, input_ids, positions=None, attn=None):
         "Logits `[*input_ids.shape, vocab]`."

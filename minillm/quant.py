@@ -69,15 +69,16 @@ def _int8_matmul_kernel(x_ptr, w_ptr, s_ptr, b_ptr, o_ptr, M, N, K, stride_xm, s
     o_ptrs = o_ptr + rm[:, None].to(tl.int64) * stride_om + rn[None, :]
     tl.store(o_ptrs, acc.to(o_ptr.dtype.element_ty), mask=m_ok[:, None] & n_ok[None, :])
 
-# %% ../nbs/13_int8.ipynb #4d6aed7f
+# %% ../nbs/13_int8.ipynb #b346744b
 _DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 
 def _interpreting() -> bool: return os.environ.get('TRITON_INTERPRET', '0') == '1'
 
 # Tile shapes (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages) by M, for narrow (N < _WIDE_N) and wide outputs;
-# BLOCK_M = 1 is the GEMV kernel. Each is the fastest measured on an H200 (bf16, Qwen3-8B shapes; end of chapter).
+# BLOCK_M = 1 is the GEMV kernel, used for one row at every width (the whole decode step measured faster so, below).
+# Each is the fastest measured on an H200 (bf16, Qwen3-8B shapes; end of chapter).
 _WIDE_N = 16384
-_CONFIGS = [(1,    (1, *GEMV_INT8_CONFIG, 1), (16, 64, 256, 4, 3)),
+_CONFIGS = [(1,    (1, *GEMV_INT8_CONFIG, 1), (1, *GEMV_INT8_CONFIG, 1)),
             (16,   (16, 32, 256, 4, 5), (16, 64, 128, 4, 3)),
             (32,   (16, 32, 256, 4, 3), (32, 64, 128, 4, 4)),
             (64,   (16, 64, 256, 4, 3), (32, 128, 128, 4, 4)),
@@ -210,14 +211,15 @@ class QuantLinear(nn.Module):
     def extra_repr(self):
         return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}, int8"
 
-# %% ../nbs/13_int8.ipynb #f501fe67
+# %% ../nbs/13_int8.ipynb #b4b354a8
 @torch.no_grad()
-def quantize_model(model: nn.Module) -> nn.Module:
-    "Replace every `nn.Linear` in `model.model.layers` by a `QuantLinear` in place; embedding and head stay as they are."
+def quantize_model(model: nn.Module, head: bool = True) -> nn.Module:
+    "Replace every `nn.Linear` in `model.model.layers`, and an untied output head if `head`, by a `QuantLinear` in place."
     layers = getattr(getattr(model, 'model', None), 'layers', None)
     if layers is None: raise ValueError("quantize_model expects a QwenForCausalLM-like model with `model.model.layers`")
     for layer in layers:
         for name, mod in list(layer.named_modules()):
             for child_name, child in list(mod.named_children()):
                 if type(child) is nn.Linear: setattr(mod, child_name, QuantLinear.from_linear(child))
+    if head and type(getattr(model, 'lm_head', None)) is nn.Linear: model.lm_head = QuantLinear.from_linear(model.lm_head)
     return model

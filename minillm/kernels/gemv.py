@@ -16,10 +16,11 @@ from .attention import pdl_options, gdc_launch_dependents, gdc_wait
 from .fused import rms_norm, qk_norm_rope, silu_mul
 
 # %% auto #0
-__all__ = ['GEMV_CONFIG', 'GEMV_MAX_ROWS', 'GEMV_ROWS_MAX_WEIGHT', 'GEMV_ROWS_CONFIG', 'GEMV_INT8_CONFIG', 'FUSED_GEMV_CONFIG',
-           'FUSED_LAYER_MAX_HIDDEN', 'gemv', 'linear', 'fused_gemv', 'decode_layer', 'use_fused_kernels']
+__all__ = ['GEMV_CONFIG', 'GEMV_PRE', 'GEMV_MAX_ROWS', 'GEMV_ROWS_MAX_WEIGHT', 'GEMV_ROWS_CONFIG', 'GEMV_INT8_CONFIG',
+           'FUSED_GEMV_CONFIG', 'FUSED_LAYER_MAX_HIDDEN', 'gemv', 'linear', 'fused_gemv', 'decode_layer',
+           'use_fused_kernels']
 
-# %% ../../nbs/10b_gemv.ipynb #c78f1903
+# %% ../../nbs/10b_gemv.ipynb #eb4a2fdc
 @triton.jit
 def _ld(ptrs, ok, EVEN: tl.constexpr):
     "Load a chunk of a row, masked by `ok` unless the row is a whole number of chunks."
@@ -59,14 +60,17 @@ def _rows_out(acc, s_ptr, b_ptr, rn, n_ok, INT8: tl.constexpr, HAS_BIAS: tl.cons
 @triton.jit
 def _gemv_kernel(x_ptr, w_ptr, s_ptr, b_ptr, o_ptr, r_ptr, g_ptr, ro_ptr, M, N, stride_xm, stride_wn, stride_om, eps,
                  K: tl.constexpr, INT8: tl.constexpr, HAS_BIAS: tl.constexpr, EVEN_K: tl.constexpr, NORM: tl.constexpr, HAS_RES: tl.constexpr,
-                 SWIGLU: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, PDL: tl.constexpr):
-    m, pid_n = tl.program_id(0), tl.program_id(1)
+                 SWIGLU: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, PDL: tl.constexpr, PRE: tl.constexpr):
+    pid_n, m = tl.program_id(0), tl.program_id(1)         # output blocks on axis 0: up to 2^31 - 1 of them
     rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     rk = tl.arange(0, BLOCK_K)
     n_ok = rn < N
     w_ptrs = w_ptr + rn[:, None].to(tl.int64) * stride_wn + rk[None, :]           # [BLOCK_N, BLOCK_K]
     if PDL: gdc_launch_dependents()
-    w0 = _wload(w_ptrs, n_ok, rk < K, EVEN_K)     # no kernel writes weights: the first tiles load before the wait
+    w0 = _wload(w_ptrs, n_ok, rk < K, EVEN_K)     # no kernel writes weights: the first PRE chunks load before the wait
+    if PRE > 1: w1 = _wload(w_ptrs + BLOCK_K, n_ok, rk < K - BLOCK_K, EVEN_K)
+    if PRE > 2: w2 = _wload(w_ptrs + 2 * BLOCK_K, n_ok, rk < K - 2 * BLOCK_K, EVEN_K)
+    if PRE > 3: w3 = _wload(w_ptrs + 3 * BLOCK_K, n_ok, rk < K - 3 * BLOCK_K, EVEN_K)
     if SWIGLU: u0 = _wload(w_ptrs + N * stride_wn, n_ok, rk < K, EVEN_K)
     if PDL: gdc_wait()
     row = m.to(tl.int64) * stride_xm                                              # x, residual, new residual: same rows
@@ -87,8 +91,12 @@ def _gemv_kernel(x_ptr, w_ptr, s_ptr, b_ptr, o_ptr, r_ptr, g_ptr, ro_ptr, M, N, 
             g = _ld(g_ptr + k0 + rk, ok, EVEN_K).to(tl.float32)
             x = ((x.to(tl.float32) * rstd).to(x.dtype).to(tl.float32) * g).to(x.dtype)
         xf = x.to(tl.float32)
-        if k0 == 0: acc += _wx(w0, xf, INT8)
-        else: acc += _wx(_wload(w_ptrs + k0, n_ok, ok, EVEN_K), xf, INT8)
+        if k0 == 0: w = w0
+        elif k0 == BLOCK_K and PRE > 1: w = w1
+        elif k0 == 2 * BLOCK_K and PRE > 2: w = w2
+        elif k0 == 3 * BLOCK_K and PRE > 3: w = w3
+        else: w = _wload(w_ptrs + k0, n_ok, ok, EVEN_K)
+        acc += _wx(w, xf, INT8)
         if SWIGLU:
             if k0 == 0: acc_up += _wx(u0, xf, INT8)
             else: acc_up += _wx(_wload(w_ptrs + N * stride_wn + k0, n_ok, ok, EVEN_K), xf, INT8)
@@ -100,8 +108,9 @@ def _gemv_kernel(x_ptr, w_ptr, s_ptr, b_ptr, o_ptr, r_ptr, g_ptr, ro_ptr, M, N, 
         y = (gate / (1.0 + tl.exp(-gate))).to(dt).to(tl.float32) * up
     tl.store(o_ptr + m.to(tl.int64) * stride_om + rn, y.to(dt), mask=n_ok)
 
-# %% ../../nbs/10b_gemv.ipynb #8960d521
+# %% ../../nbs/10b_gemv.ipynb #fce10e9b
 GEMV_CONFIG = (2, 1024, 4)   # BLOCK_N, BLOCK_K, num_warps of the dense GEMV: the fastest of 8 tried on an H200 (below)
+GEMV_PRE = 2                 # K chunks loaded before the PDL wait (above)
 _FLOATS = (torch.float16, torch.bfloat16, torch.float32)
 
 def _check_gemv(x, weight, bias=None, scale=None):
@@ -136,15 +145,15 @@ def gemv(x, weight, bias=None, config=None):
     return out.reshape(*x.shape[:-1], N)
 
 def _launch_gemv(x2, weight, scale, bias, out, block_n, block_k, num_warps, num_stages=1,
-                 norm_weight=None, eps=0.0, residual=None, res_out=None, swiglu=False):
+                 norm_weight=None, eps=0.0, residual=None, res_out=None, swiglu=False, pre=None):
     "Launch the GEMV on checked 2-D operands: `out` `[M, N]` = `x2` `[M, K]` times `weight` (int8 when `scale` is given); options below."
     (M, K), N = x2.shape, out.shape[1]
-    _gemv_kernel[(M, triton.cdiv(N, block_n))](
+    _gemv_kernel[(triton.cdiv(N, block_n), M)](
         x2, weight, weight if scale is None else scale, weight if bias is None else bias, out, x2 if residual is None else residual,
         x2 if norm_weight is None else norm_weight, x2 if res_out is None else res_out, M, N, x2.stride(0), weight.stride(0),
         out.stride(0), eps, K=K, INT8=scale is not None, HAS_BIAS=bias is not None, EVEN_K=K % block_k == 0, NORM=norm_weight is not None,
         HAS_RES=residual is not None, SWIGLU=swiglu, BLOCK_N=block_n, BLOCK_K=block_k, num_warps=num_warps, num_stages=num_stages,
-        **(pdl_options(x2) if scale is None else dict(PDL=False)))         # int8: measured slower with PDL (int8 chapter)
+        PRE=max(1, min(GEMV_PRE if pre is None else pre, 4, triton.cdiv(K, block_k))), **pdl_options(x2))
 
 def linear(x, weight, bias=None):
     "`F.linear`, except on CUDA for one row of activations, or up to `GEMV_MAX_ROWS` rows by a small weight: the GEMV kernels."
@@ -152,7 +161,7 @@ def linear(x, weight, bias=None):
     if x.is_cuda and (rows == 1 or (rows <= GEMV_MAX_ROWS and weight.numel() <= GEMV_ROWS_MAX_WEIGHT)): return gemv(x, weight, bias)
     return F.linear(x, weight, bias)
 
-# %% ../../nbs/10b_gemv.ipynb #a1dd1752
+# %% ../../nbs/10b_gemv.ipynb #58dbfced
 GEMV_MAX_ROWS = 4                   # `linear` sends 2 to this many rows to the several-row GEMV...
 GEMV_ROWS_MAX_WEIGHT = 4 * 2**20    # ...when the weight has at most this many elements (measured below); else cuBLAS
 GEMV_ROWS_CONFIG = (4, 512, 4)      # BLOCK_N, BLOCK_K, num_warps of the several-row GEMV: the fastest of 8 at 2 to 5 rows
@@ -160,7 +169,7 @@ GEMV_ROWS_CONFIG = (4, 512, 4)      # BLOCK_N, BLOCK_K, num_warps of the several
 @triton.jit
 def _gemv_rows_kernel(x_ptr, w_ptr, b_ptr, o_ptr, M, N, stride_xm, stride_wn, stride_om, K: tl.constexpr, HAS_BIAS: tl.constexpr,
                       EVEN_K: tl.constexpr, ROWS: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, PDL: tl.constexpr):
-    pid_m, pid_n = tl.program_id(0), tl.program_id(1)
+    pid_n, pid_m = tl.program_id(0), tl.program_id(1)
     rn, rk, rm = pid_n * BLOCK_N + tl.arange(0, BLOCK_N), tl.arange(0, BLOCK_K), pid_m * ROWS + tl.arange(0, ROWS)
     n_ok, m_ok = rn < N, rm < M
     w_ptrs = w_ptr + rn[:, None].to(tl.int64) * stride_wn + rk[None, :]           # [BLOCK_N, BLOCK_K]
@@ -183,7 +192,7 @@ def _launch_gemv_rows(x2, weight, bias, out, block_n, block_k, num_warps):
     "Launch the several-row GEMV on checked 2-D operands: `out` `[M, N]` = `x2` `[M, K]` times a dense `weight`."
     (M, K), N = x2.shape, out.shape[1]
     rows = min(triton.next_power_of_2(M), 8)                                     # rows per program
-    if out.numel(): _gemv_rows_kernel[(triton.cdiv(M, rows), triton.cdiv(N, block_n))](
+    if out.numel(): _gemv_rows_kernel[(triton.cdiv(N, block_n), triton.cdiv(M, rows))](
         x2, weight, weight if bias is None else bias, out, M, N, x2.stride(0), weight.stride(0), out.stride(0), K=K,
         HAS_BIAS=bias is not None, EVEN_K=K % block_k == 0, ROWS=rows, BLOCK_N=block_n, BLOCK_K=block_k, num_warps=num_warps, **pdl_options(x2))
 
@@ -244,7 +253,7 @@ def decode_layer(layer, x, residual, cos, sin, attn=None):
     h, residual = fused_gemv(sa.o_proj(o.flatten(-2)), *gu_w, norm_weight=n2.weight, eps=n2.eps, residual=residual, swiglu=True)
     return mlp.down_proj(h), residual
 
-# %% ../../nbs/10b_gemv.ipynb #a3923458
+# %% ../../nbs/10b_gemv.ipynb #b4e60205
 FUSED_LAYER_MAX_HIDDEN = 2048   # `decode_layer` up to this hidden size: faster at 1024 (Qwen3-0.6B), slower at 4096 (8B)
 
 def _linear_forward(self, x): return linear(x, self.weight, self.bias)
@@ -259,7 +268,7 @@ def use_fused_kernels(model, enable: bool = True, gemv: bool = True):
         elif isinstance(m, MLP): m.act_kernel = silu_mul if enable else None
         elif isinstance(m, DecoderLayer):
             m.kernel = decode_layer if enable and gemv and m.self_attn.cfg.hidden_size <= FUSED_LAYER_MAX_HIDDEN else None
-        elif type(m) is nn.Linear:                                     # not QuantLinear, which has its own kernels
+        elif type(m) is nn.Linear and m is not getattr(model, 'lm_head', None):   # not QuantLinear (own kernels), not a bf16 head (cuBLAS)
             if enable and gemv: m.forward = types.MethodType(_linear_forward, m)
             else: vars(m).pop('forward', None)
     return model
