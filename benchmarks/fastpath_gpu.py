@@ -7,7 +7,8 @@ Sections (each runs even if an earlier one failed; failures are recorded):
             over candidate tile configurations (CUDA-graph replays over enough weight copies to defeat L2)
   int8_gemv the int8 GEMV (same kernel) at Qwen3-8B shapes over tile candidates, against cuBLAS bf16
   fp32      correctness: fast path (Triton attention, fused ops, GEMV, graphs) == PyTorch path == transformers,
-            8 prompts x 32 tokens as one batch and one at a time (batch 1 takes the GEMV)
+            8 prompts x 32 tokens as one batch and one at a time (batch 1 takes the GEMV); also with n-gram
+            speculation (k = 3, verify graphs)
   bf16      greedy agreement with transformers in bf16 (Qwen3-0.6B, 16 prompts x 32 tokens, batched and one at a time)
   rmsnorm   Qwen3-0.6B graphed decode step with the CUDA RMSNorm extension against the Triton fused norm
   steps     Qwen3-0.6B bf16 decode-step time per bucket, graphs with fused ops, with and without the GEMV
@@ -119,11 +120,15 @@ def fp32():
     toks = lambda llm, ps: [o.outputs[0].token_ids for o in llm.generate(ps, sp, use_tqdm=False)]
     a, a1, b = toks(fast, prompts), [toks(fast, [p])[0] for p in prompts], toks(ref, prompts)
     del fast, ref; torch.cuda.empty_cache()
+    spec = LLM(str(ck), speculative_tokens=3, **kw)                     # verify graphs, n-gram drafts
+    s, s1 = toks(spec, prompts), [toks(spec, [p])[0] for p in prompts]
+    del spec; torch.cuda.empty_cache()
     from transformers import AutoModelForCausalLM
     hf = AutoModelForCausalLM.from_pretrained(ck, dtype=torch.float32).cuda().eval()
     c = [hf.generate(torch.tensor([p], device='cuda'), max_new_tokens=32, min_new_tokens=32, do_sample=False, pad_token_id=0)[0, len(p):].tolist() for p in prompts]
     R['fp32'] = dict(batch_eq_torch=sum(x == y for x, y in zip(a, b)), batch_eq_hf=sum(x == y for x, y in zip(a, c)),
-                     single_eq_hf=sum(x == y for x, y in zip(a1, c)))
+                     single_eq_hf=sum(x == y for x, y in zip(a1, c)), speculative_batch_eq_hf=sum(x == y for x, y in zip(s, c)),
+                     speculative_single_eq_hf=sum(x == y for x, y in zip(s1, c)))
     log('fp32 of 8:', R['fp32'])
     del hf; torch.cuda.empty_cache()
 

@@ -8,7 +8,7 @@ import torch
 from .runner import PagedAttention
 
 # %% auto #0
-__all__ = ['batch_buckets', 'capture', 'DecodeGraphs', 'PrefillGraphs']
+__all__ = ['batch_buckets', 'capture', 'Upload', 'DecodeGraphs', 'PrefillGraphs']
 
 # %% ../nbs/11_cuda_graphs.ipynb #36fa9609
 def batch_buckets(max_batch: int) -> list:
@@ -31,7 +31,27 @@ def capture(step, sizes, pool=None):
     torch.cuda.synchronize()
     return graphs, outputs, pool
 
-# %% ../nbs/11_cuda_graphs.ipynb #70ecc5fe
+# %% ../nbs/11_cuda_graphs.ipynb #98bc233a
+class Upload:
+    "A step's int64 inputs: a pinned host buffer of `n` values, sent in one copy to `dev[at:at + n]`."
+    def __init__(self, n: int, device, at: int = 0):
+        cuda = device.type == 'cuda'
+        self.host = torch.zeros(n, dtype=torch.long, pin_memory=cuda)
+        self.host_np, self.at = self.host.numpy(), at
+        self.dev = torch.zeros(at + n, dtype=torch.long, device=device)
+        self.copied = torch.cuda.Event() if cuda else None          # the last copy out of `host` is done
+
+    def buffer(self):
+        "The host buffer as a numpy array, free to overwrite."
+        if self.copied is not None: self.copied.synchronize()
+        return self.host_np
+
+    def send(self, n: int):
+        "Copy the buffer's first `n` values to the device, asynchronously."
+        self.dev[self.at:self.at + n].copy_(self.host[:n], non_blocking=True)
+        if self.copied is not None: self.copied.record()
+
+# %% ../nbs/11_cuda_graphs.ipynb #8f098fa3
 class DecodeGraphs:
     "CUDA graphs of the decode step, one per batch bucket, over static input buffers."
     def __init__(self, runner, max_batch: int, max_blocks_per_seq: int, emulate: bool = False):
@@ -39,12 +59,10 @@ class DecodeGraphs:
         M, dev, cuda = self.buckets[-1], runner.device, runner.device.type == 'cuda'
         self.block_size, self.spare_block = runner.kv_caches[0][0].shape[1], runner.spare_block
         n = M * (3 + max_blocks_per_seq)                   # token ids, positions, token sources, block tables of M rows
-        self.host = torch.zeros(n, dtype=torch.long, pin_memory=cuda)                 # filled by the CPU...
-        self.host_np = self.host.numpy()                                              # (through numpy: fastest from a list)
-        self.stage = torch.zeros(M + n, dtype=torch.long, device=dev)                 # ...and copied here after M slots
+        self.up = Upload(n, dev, at=M)                     # filled by the CPU, copied into `stage` after M slots
+        self.stage = self.up.dev
         self.tables = torch.full((M, max_blocks_per_seq), runner.spare_block, dtype=torch.int32, device=dev)
         self.qsl = torch.arange(M + 1, dtype=torch.int32, device=dev)
-        self.copied = torch.cuda.Event() if cuda else None          # the last copy out of `host` is done
         self.out = torch.zeros(2, M, dtype=torch.long, pin_memory=cuda)               # greedy tokens, two turns
         self.done = [torch.cuda.Event() if cuda else None for _ in range(2)]          # each turn's copy is done
         self.turn, self.sent_tables = 0, None                       # (bucket, tables) in `self.tables` now
@@ -82,10 +100,8 @@ class DecodeGraphs:
             for t in tables: vals += t; vals += [0] * (w - len(t))
             vals += ([self.spare_block] + [0] * (w - 1)) * (b - B)  # padding rows: position 0 of the spare block
         n = len(vals)
-        if self.copied is not None: self.copied.synchronize()                         # `host` is free to overwrite
-        self.host_np[:n] = vals
-        self.stage[M:M + n].copy_(self.host[:n], non_blocking=True)                   # one host-to-device copy
-        if self.copied is not None: self.copied.record()
+        self.up.buffer()[:n] = vals
+        self.up.send(n)
         if not same: self.tables[:b, :w] = self.stage[4 * M:M + n].view(b, w)
         self.sent_tables = b, tables
         return b
@@ -115,7 +131,7 @@ class DecodeGraphs:
         if self.done[k] is not None: self.done[k].synchronize()
         return self.out[k, :B].tolist()
 
-# %% ../nbs/11_cuda_graphs.ipynb #746829cb
+# %% ../nbs/11_cuda_graphs.ipynb #6e38a869
 class PrefillGraphs:
     "CUDA graphs of a step that computes `n` new tokens of one sequence, one per power-of-two token bucket."
     def __init__(self, runner, max_tokens: int, max_blocks_per_seq: int, emulate: bool = False, pool=None):
@@ -123,10 +139,9 @@ class PrefillGraphs:
         self.buckets = [16 << i for i in range(6) if 16 << i < 2 * max_tokens] or [16]   # up to 512
         P, self.block_size = self.buckets[-1], runner.kv_caches[0][0].shape[1]
         n = P + 2 + max_blocks_per_seq                     # token ids, first position, count, block table
-        self.host = torch.zeros(n, dtype=torch.long, pin_memory=dev.type == 'cuda')
-        self.host_np, self.stage = self.host.numpy(), torch.zeros(n, dtype=torch.long, device=dev)
+        self.up = Upload(n, dev)
+        self.stage = self.up.dev
         self.arange, self.zero = torch.arange(P, device=dev), torch.zeros(1, dtype=torch.int32, device=dev)
-        self.copied = torch.cuda.Event() if dev.type == 'cuda' else None
         self.graphs, self.outputs = {}, {}
         if not emulate: self.graphs, self.outputs, self.pool = capture(self._step, self.buckets, pool)
 
@@ -152,11 +167,9 @@ class PrefillGraphs:
         "Compute `seq`'s next `n` tokens; logits `[1, V]` of the last."
         T, P, s = next(x for x in self.buckets if x >= n), self.buckets[-1], seq.num_computed
         table = self.runner.bm.block_table(seq.seq_id)
-        if self.copied is not None: self.copied.synchronize()                 # `host` is free to overwrite
-        h, k = self.host_np, P + 2 + len(table)
+        h, k = self.up.buffer(), P + 2 + len(table)
         h[:n], h[P:P + 2], h[P + 2:k] = seq.token_ids[s:s + n], (s, n), table   # ids past n: stale, never used
-        self.stage[:k].copy_(self.host[:k], non_blocking=True)                # one host-to-device copy
-        if self.copied is not None: self.copied.record()
+        self.up.send(k)
         if self.emulate: return self._step(T)
         self.graphs[T].replay()
         return self.outputs[T]
