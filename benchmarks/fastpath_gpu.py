@@ -169,7 +169,7 @@ def pdl():
 
 def gemv_pre():
     "The same step with one and two weight chunks of each GEMV loaded before the PDL wait (GV.GEMV_PRE)."
-    R['gemv_pre_step_ms'] = step_table([(f'pre={p}', lambda p=p: setattr(GV, 'GEMV_PRE', p)) for p in (1, 2)])
+    R['gemv_pre_step_ms'] = step_table([(f'pre={p}', lambda p=p: setattr(GV, 'GEMV_PRE', (p, p))) for p in (1, 2)])
     log('graph step ms, GEMV_PRE 1 / 2:', R['gemv_pre_step_ms'])
 
 def bf16():

@@ -3,7 +3,7 @@
 replay time of one decode step with one choice undone at a time, end-to-end tokens/s for the engines as they are and
 for the int8 engine as it was before these choices.
 
-Run from the repository root:  PYTHONPATH=.:benchmarks python3 benchmarks/int8_step_gpu.py [--only=variants,chain,prefetch,convert,pre]
+Run from the repository root:  PYTHONPATH=.:benchmarks python3 benchmarks/int8_step_gpu.py [--only=variants,chain,prefetch,convert,pre,tiles]
 Sections:
   variants  the engines' step and tokens/s, and as they were before (one weight chunk before the PDL wait; int8: also
             a bf16 head, plain launches, the tensor-core kernel for wide products at one row); int8 ablations, one
@@ -13,6 +13,7 @@ Sections:
   convert   the int8 GEMV's weight conversion (magic-number fp32, int-to-float, bf16 products) and a load-only
             kernel, as product chains: how much of a product's time is arithmetic
   pre       the int8 GEMV's tile and how many of its K chunks load before the PDL wait (during the kernels before it)
+  tiles     more int8 tiles with their chunk counts: for every product, for down (K = 12288) alone, for the head alone
 Writes int8_step_gpu.json to $OUT if set, else to benchmarks/results/.
 """
 import gc, os, sys, json, math, time, types, traceback, statistics
@@ -37,8 +38,11 @@ OPT = dict(pdl=True, cfg=None, fcfg=None, pre=None, dense_pre=None)
 def launch(x2, weight, scale, bias, out, block_n, block_k, num_warps, num_stages=1,
            norm_weight=None, eps=0.0, residual=None, res_out=None, swiglu=False):
     "GV._launch_gemv with the variant's PDL choice and tiles for int8 weights."
-    int8 = scale is not None
-    if int8 and norm_weight is None and not swiglu and OPT['cfg']: block_n, block_k, num_warps = OPT['cfg']
+    int8, pre = scale is not None, None
+    cfg = OPT['cfg']
+    if isinstance(cfg, dict):                                   # by product: (BLOCK_N, BLOCK_K, warps[, pre])
+        cfg = cfg.get('head' if out.shape[1] > 100000 else 'down' if x2.shape[1] > 8192 else 'other', cfg['other'])
+    if int8 and norm_weight is None and not swiglu and cfg: block_n, block_k, num_warps, pre = (*cfg, None)[:4]
     if (norm_weight is not None or swiglu) and OPT['fcfg']: block_n, block_k, num_warps = OPT['fcfg']
     (M, K), N = x2.shape, out.shape[1]
     GV._gemv_kernel[(triton.cdiv(N, block_n), M)](
@@ -46,7 +50,7 @@ def launch(x2, weight, scale, bias, out, block_n, block_k, num_warps, num_stages
         x2 if norm_weight is None else norm_weight, x2 if res_out is None else res_out, M, N, x2.stride(0), weight.stride(0),
         out.stride(0), eps, K=K, INT8=int8, HAS_BIAS=bias is not None, EVEN_K=K % block_k == 0, NORM=norm_weight is not None,
         HAS_RES=residual is not None, SWIGLU=swiglu, BLOCK_N=block_n, BLOCK_K=block_k, num_warps=num_warps, num_stages=num_stages,
-        PRE=max(1, min((OPT['pre'] if int8 else OPT['dense_pre']) or GV.GEMV_PRE, 4, triton.cdiv(K, block_k))), **(pdl_options(x2) if not int8 or OPT['pdl'] else dict(PDL=False)))
+        PRE=max(1, min((pre or OPT['pre'] if int8 else OPT['dense_pre']) or GV.GEMV_PRE[K > 8192], 4, triton.cdiv(K, block_k))), **(pdl_options(x2) if not int8 or OPT['pdl'] else dict(PDL=False)))
 GV._launch_gemv = Q._launch_gemv = launch
 CONFIGS0, HEADS = list(Q._CONFIGS), {}
 
@@ -261,17 +265,26 @@ if 'convert' in only:
 INT8 = [('engine', {}), ('bf16 head', dict(bf16_head=True)), ('no pdl', dict(pdl=False)), ('tensor-core wide', dict(tc_wide=True)),
         ('pre 1', dict(pre=1)), ('before', dict(bf16_head=True, pdl=False, tc_wide=True, pre=1)), ('fused', dict(fused=True))]
 BF16 = [('engine', {}), ('before', dict(dense_pre=1))]
+E = (4, 512, 2, 2)                                     # the engine's int8 tile and chunks before the wait
+TILES = [('engine', {})] + [(f'all {c}', dict(cfg=c)) for c in ((4, 512, 1, 2), (2, 512, 1, 2), (8, 512, 2, 2), (4, 512, 4, 2),
+                                                                  (8, 256, 2, 4), (2, 512, 2, 2), (2, 512, 2, 4))]
+TILES += [(f'down {c}', dict(cfg={'down': c, 'other': E})) for c in ((4, 1024, 2, 2), (4, 1024, 4, 2), (8, 512, 4, 4), (2, 1024, 2, 4), (4, 512, 2, 4))]
+TILES += [(f'head {c}', dict(cfg={'head': c, 'other': E})) for c in ((8, 512, 4, 2), (16, 512, 8, 2))]
 PRE = [('engine', {})] + [(f'{c} pre {p}', dict(cfg=c, pre=p)) for c, ps in (((4, 512, 2), (2, 3, 4)), ((4, 1024, 2), (1, 2)),
        ((2, 1024, 2), (1, 2, 4)), ((8, 512, 4), (2, 4)), ((2, 2048, 2), (1, 2)), ((4, 256, 2), (4,))) for p in ps]
 PRE += [('pre 2 swiglu', dict(pre=2, swiglu=True)), ('pre 2 swiglu (4,512,2)', dict(pre=2, swiglu=True, fcfg=(4, 512, 2)))]
 BF16_PRE = [('engine', {}), ('dense pre 2', dict(dense_pre=2)), ('dense pre 3', dict(dense_pre=3)), ('swiglu', dict(swiglu=True))]
 for kind, q, variants in (('bf16', None, BF16), ('int8', 'int8', INT8)):
-    if not {'variants', 'prefetch', 'pre'} & set(only): break
+    if not {'variants', 'prefetch', 'pre', 'tiles'} & set(only): break
     llm = LLM(str(ck), quantization=q, **KW)
     llm.generate(PS, SamplingParams(temperature=0, max_tokens=8, ignore_eos=True), use_tqdm=False)
     if q is None: HEADS['bf16'] = llm.model.lm_head
     res = run_variants(llm, kind, variants if 'variants' in only else variants[:1])
     if not q and 'pre' in only: run_variants(llm, kind, BF16_PRE)
+    if q and 'tiles' in only:
+        res = run_variants(llm, kind, TILES)
+        best = min(res, key=res.get)
+        if best != 'engine': run_e2e(llm, kind, best, dict(TILES)[best])
     if q and 'pre' in only:
         res = run_variants(llm, kind, PRE)
         best = min(res, key=res.get)

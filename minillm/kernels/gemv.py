@@ -108,9 +108,9 @@ def _gemv_kernel(x_ptr, w_ptr, s_ptr, b_ptr, o_ptr, r_ptr, g_ptr, ro_ptr, M, N, 
         y = (gate / (1.0 + tl.exp(-gate))).to(dt).to(tl.float32) * up
     tl.store(o_ptr + m.to(tl.int64) * stride_om + rn, y.to(dt), mask=n_ok)
 
-# %% ../../nbs/10b_gemv.ipynb #fce10e9b
+# %% ../../nbs/10b_gemv.ipynb #685a0d81
 GEMV_CONFIG = (2, 1024, 4)   # BLOCK_N, BLOCK_K, num_warps of the dense GEMV: the fastest of 8 tried on an H200 (below)
-GEMV_PRE = 2                 # K chunks loaded before the PDL wait (above)
+GEMV_PRE = (2, 4)            # K chunks loaded before the PDL wait: rows of up to 8,192, longer rows (above)
 _FLOATS = (torch.float16, torch.bfloat16, torch.float32)
 
 def _check_gemv(x, weight, bias=None, scale=None):
@@ -153,7 +153,7 @@ def _launch_gemv(x2, weight, scale, bias, out, block_n, block_k, num_warps, num_
         x2 if norm_weight is None else norm_weight, x2 if res_out is None else res_out, M, N, x2.stride(0), weight.stride(0),
         out.stride(0), eps, K=K, INT8=scale is not None, HAS_BIAS=bias is not None, EVEN_K=K % block_k == 0, NORM=norm_weight is not None,
         HAS_RES=residual is not None, SWIGLU=swiglu, BLOCK_N=block_n, BLOCK_K=block_k, num_warps=num_warps, num_stages=num_stages,
-        PRE=max(1, min(GEMV_PRE if pre is None else pre, 4, triton.cdiv(K, block_k))), **pdl_options(x2))
+        PRE=max(1, min(GEMV_PRE[K > 8192] if pre is None else pre, 4, triton.cdiv(K, block_k))), **pdl_options(x2))
 
 def linear(x, weight, bias=None):
     "`F.linear`, except on CUDA for one row of activations, or up to `GEMV_MAX_ROWS` rows by a small weight: the GEMV kernels."
