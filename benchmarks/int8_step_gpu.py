@@ -10,8 +10,8 @@ Sections:
             of those undone at a time, and the fused decoder layer
   chain     36 layers of the four int8 products alone, one CUDA graph: µs per layer against the bytes they read
   prefetch  each layer's o weights (and more) read into L2 on a side stream during attention
-  convert   the int8 GEMV's weight conversion (magic-number fp32, int-to-float, bf16 products) and a load-only
-            kernel, as product chains: how much of a product's time is arithmetic
+  convert   the int8 GEMV's weight conversion (magic-number fp32, int-to-float, bf16 products, and int-to-float
+            without the multiply), as product chains: how much of a product's time is arithmetic
   pre       the int8 GEMV's tile and how many of its K chunks load before the PDL wait (during the kernels before it)
   tiles     more int8 tiles with their chunk counts: for every product, for down (K = 12288) alone, for the head alone
 Writes int8_step_gpu.json to $OUT if set, else to benchmarks/results/.
@@ -27,6 +27,7 @@ from minillm.engine import LLM
 from minillm.sampling import SamplingParams
 from minillm.loading import random_checkpoint, PRESETS
 from minillm.cuda_graphs import DecodeGraphs, PrefillGraphs
+from graph_timing import graph_us      # benchmarks/graph_timing.py
 
 OUT = os.environ.get('OUT') or 'benchmarks/results'
 os.makedirs(OUT, exist_ok=True)
@@ -181,15 +182,20 @@ def run_prefetch(llm, kind, base_kw):
             R['errors'][f'{kind} {label}'] = traceback.format_exc(); log('FAILED', kind, label); print(traceback.format_exc())
         drop_prefetch(llm.model); save()
 
-def chain():
-    "36 layers of the four int8 products alone (distinct weights), one CUDA graph: µs per layer, per variant."
-    from graph_timing import graph_us
-    shapes = dict(qkv=(6144, 4096), o=(4096, 4096), gate_up=(24576, 4096), down=(4096, 12288))
+SHAPES = dict(qkv=(6144, 4096), o=(4096, 4096), gate_up=(24576, 4096), down=(4096, 12288))   # (N, K)
+
+def layer_products():
+    "Random int8 weights and scales of the four products for 36 layers, and one activation row per product."
     g = torch.Generator(device='cuda').manual_seed(0)
     W = [{k: (torch.randint(-127, 128, (n, kk), device='cuda', dtype=torch.int8, generator=g),
-              torch.rand(n, device='cuda', dtype=torch.bfloat16) * 1e-3) for k, (n, kk) in shapes.items()} for _ in range(36)]
-    X = {k: torch.randn(1, kk, device='cuda', dtype=torch.bfloat16) for k, (n, kk) in shapes.items()}
-    bytes_layer = sum(n * kk for n, kk in shapes.values())
+              torch.rand(n, device='cuda', dtype=torch.bfloat16) * 1e-3) for k, (n, kk) in SHAPES.items()} for _ in range(36)]
+    X = {k: torch.randn(1, kk, device='cuda', dtype=torch.bfloat16) for k, (n, kk) in SHAPES.items()}
+    return W, X
+
+def chain():
+    "36 layers of the four int8 products alone (distinct weights), one CUDA graph: µs per layer, per variant."
+    W, X = layer_products()
+    bytes_layer = sum(n * kk for n, kk in SHAPES.values())
     res = R['chain'] = dict(bytes_per_layer=bytes_layer)
     for label, kw in [('engine', {}), ('no pdl', dict(pdl=False)), ('tensor-core wide', dict(tc_wide=True)),
                       ('no pdl, tensor-core wide', dict(pdl=False, tc_wide=True))]:
@@ -197,7 +203,7 @@ def chain():
         Q._CONFIGS[:] = CONFIGS0
         if kw.get('tc_wide'): Q._CONFIGS[0] = (1, CONFIGS0[0][1], (16, 64, 256, 4, 3))
         Q.pick_config.cache_clear()
-        calls = [lambda w=w, k=k: Q.int8_matmul(X[k], *w[k]) for w in W for k in shapes]
+        calls = [lambda w=w, k=k: Q.int8_matmul(X[k], *w[k]) for w in W for k in SHAPES]
         res[label] = graph_us(calls) * 4
         log(f"chain {label:24} {res[label]:.1f} µs/layer ({bytes_layer / res[label] / 1e6:.2f} TB/s)")
         save()
@@ -208,7 +214,7 @@ from minillm.kernels.attention import gdc_launch_dependents, gdc_wait
 
 @triton.jit
 def _convert_kernel(x_ptr, w_ptr, s_ptr, o_ptr, K: tl.constexpr, MODE: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
-    "One-row int8 GEMV, the engine's tile and PDL; MODE 0 magic-number fp32 (the engine's), 1 int-to-float, 2 bf16 products, 3 load only."
+    "One-row int8 GEMV, the engine's tile and PDL; MODE 0 magic-number fp32 (the engine's), 1 int-to-float, 2 bf16 products, 3 ('load only') int-to-float without the multiply."
     rn = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
     rk = tl.arange(0, BLOCK_K)
     w_ptrs = w_ptr + rn[:, None].to(tl.int64) * K + rk[None, :]
@@ -229,23 +235,18 @@ def _convert_kernel(x_ptr, w_ptr, s_ptr, o_ptr, K: tl.constexpr, MODE: tl.conste
 
 def convert():
     "The four products of 36 layers as one graph, for each conversion MODE: µs per layer (and the error of MODE 2)."
-    from graph_timing import graph_us
-    shapes = dict(qkv=(6144, 4096), o=(4096, 4096), gate_up=(24576, 4096), down=(4096, 12288))
-    g = torch.Generator(device='cuda').manual_seed(0)
-    W = [{k: (torch.randint(-127, 128, (n, kk), device='cuda', dtype=torch.int8, generator=g),
-              torch.rand(n, device='cuda', dtype=torch.bfloat16) * 1e-3) for k, (n, kk) in shapes.items()} for _ in range(36)]
-    X = {k: torch.randn(1, kk, device='cuda', dtype=torch.bfloat16) for k, (n, kk) in shapes.items()}
-    O = {k: torch.empty(1, n, device='cuda', dtype=torch.bfloat16) for k, (n, kk) in shapes.items()}
+    W, X = layer_products()
+    O = {k: torch.empty(1, n, device='cuda', dtype=torch.bfloat16) for k, (n, kk) in SHAPES.items()}
     bn, bk, nw = GV.GEMV_INT8_CONFIG
     def run(w, k, mode):
-        n, kk = shapes[k]
+        n, kk = SHAPES[k]
         _convert_kernel[(n // bn,)](X[k], w[k][0], w[k][1], O[k], K=kk, MODE=mode, BLOCK_N=bn, BLOCK_K=bk, num_warps=nw, launch_pdl=True)
     res = R['convert'] = {}
     for mode, label in enumerate(('magic fp32 (engine)', 'int-to-float', 'bf16 products', 'load only')):
         run(W[0], 'qkv', mode)
         ref = (X['qkv'].double() @ W[0]['qkv'][0].double().T) * W[0]['qkv'][1].double()
         err = ((O['qkv'].double() - ref).norm() / ref.norm()).item()
-        res[label] = dict(us_per_layer=graph_us([lambda w=w, k=k, m=mode: run(w, k, m) for w in W for k in shapes]) * 4, rel_err=err)
+        res[label] = dict(us_per_layer=graph_us([lambda w=w, k=k, m=mode: run(w, k, m) for w in W for k in SHAPES]) * 4, rel_err=err)
         log(f"convert {label:22} {res[label]['us_per_layer']:.1f} µs/layer, rel. error {err:.1e}")
     del W; torch.cuda.empty_cache()
 
