@@ -20,10 +20,9 @@ Sections (each runs even if an earlier one failed; failures are recorded):
   int8_8b   Qwen3-8B batch 1, bf16 engine against int8 engine, with the weight-read floor from the measured copy rate
 Writes fastpath_gpu.json to $OUT if set, else to benchmarks/results/.
 """
-import gc, os, sys, json, time, traceback, statistics
+import gc, sys, time, statistics
 import torch
 import torch.nn.functional as F
-from triton.testing import do_bench
 import minillm.quant as Q
 import minillm.kernels.fused as FK
 import minillm.kernels.gemv as GV
@@ -37,17 +36,10 @@ from minillm.cuda_graphs import DecodeGraphs
 from minillm.bench import measure_bandwidth, weight_bytes, model_config
 from graph_timing import graph_us as gtime      # benchmarks/graph_timing.py
 
-OUT = os.environ.get('OUT') or 'benchmarks/results'
-os.makedirs(OUT, exist_ok=True)
-T0, R = time.time(), dict(argv=sys.argv, errors={})
-def save(): json.dump(R, open(f'{OUT}/fastpath_gpu.json', 'w'), indent=1, default=str)
-def log(*a): print(f"[{time.time() - T0:6.1f}s]", *a, flush=True)
-def run_section(fn):
-    log('==', fn.__name__)
-    try: fn()
-    except Exception:
-        R['errors'][fn.__name__] = traceback.format_exc(); log('FAILED', fn.__name__); print(traceback.format_exc())
-    save()
+from bench_io import log, saver, run_section     # benchmarks/bench_io.py
+
+R = dict(argv=sys.argv, errors={})
+save = saver(R, 'fastpath_gpu')
 
 def timed(fn):
     torch.cuda.synchronize(); t0 = time.perf_counter(); r = fn(); torch.cuda.synchronize()
@@ -297,5 +289,5 @@ def int8_8b():
 
 SECTIONS = dict(gemv=gemv, int8_gemv=int8_gemv, fp32=fp32, bf16=bf16, rmsnorm=rmsnorm, steps=steps, pdl=pdl, gemv_pre=gemv_pre, prefill=prefill, e2e=e2e, int8_8b=int8_8b)
 only = [a.split('=', 1)[1].split(',') for a in sys.argv if a.startswith('--only=')]
-for fn in [f for k, f in SECTIONS.items() if not only or k in only[0]]: run_section(fn)
+for fn in [f for k, f in SECTIONS.items() if not only or k in only[0]]: run_section(fn, R, save)
 log('done; errors in:', list(R['errors']) or 'none')

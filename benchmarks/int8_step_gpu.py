@@ -16,7 +16,7 @@ Sections:
   tiles     more int8 tiles with their chunk counts: for every product, for down (K = 12288) alone, for the head alone
 Writes int8_step_gpu.json to $OUT if set, else to benchmarks/results/.
 """
-import gc, os, sys, json, math, time, types, traceback, statistics
+import gc, sys, math, time, types, traceback, statistics
 import torch
 import triton
 import triton.language as tl
@@ -29,11 +29,10 @@ from minillm.loading import random_checkpoint, PRESETS
 from minillm.cuda_graphs import DecodeGraphs, PrefillGraphs
 from graph_timing import graph_us      # benchmarks/graph_timing.py
 
-OUT = os.environ.get('OUT') or 'benchmarks/results'
-os.makedirs(OUT, exist_ok=True)
-T0, R = time.time(), dict(argv=sys.argv, errors={}, step_ms={}, e2e={})
-def save(): json.dump(R, open(f'{OUT}/int8_step_gpu.json', 'w'), indent=1, default=str)
-def log(*a): print(f"[{time.time() - T0:6.1f}s]", *a, flush=True)
+from bench_io import log, saver, run_section     # benchmarks/bench_io.py
+
+R = dict(argv=sys.argv, errors={}, step_ms={}, e2e={})
+save = saver(R, 'int8_step_gpu')
 
 OPT = dict(pdl=True, cfg=None, fcfg=None, pre=None, dense_pre=None)
 def launch(x2, weight, scale, bias, out, block_n, block_k, num_warps, num_stages=1,
@@ -254,14 +253,8 @@ ck = random_checkpoint(**PRESETS['qwen3-8b'], dtype=torch.bfloat16, device='cuda
 log('checkpoint ready')
 KW = dict(dtype='bfloat16', device='cuda', max_num_seqs=1, max_model_len=4096, num_kv_blocks=512)
 only = next((a.split('=', 1)[1].split(',') for a in sys.argv if a.startswith('--only=')), ['variants'])
-if 'chain' in only:
-    try: chain()
-    except Exception: R['errors']['chain'] = traceback.format_exc(); print(traceback.format_exc())
-
-if 'convert' in only:
-    try: convert()
-    except Exception: R['errors']['convert'] = traceback.format_exc(); print(traceback.format_exc())
-    save()
+for fn in (chain, convert):
+    if fn.__name__ in only: run_section(fn, R, save)
 
 INT8 = [('engine', {}), ('bf16 head', dict(bf16_head=True)), ('no pdl', dict(pdl=False)), ('tensor-core wide', dict(tc_wide=True)),
         ('pre 1', dict(pre=1)), ('before', dict(bf16_head=True, pdl=False, tc_wide=True, pre=1)), ('fused', dict(fused=True))]

@@ -11,7 +11,7 @@ Sections (each runs even if an earlier one failed; failures are recorded):
          drafts accepted, verify and plain steps, and the wall time the host spends per verify step outside the GPU
 Writes speculative_gpu.json to $OUT if set, else to benchmarks/results/.
 """
-import os, sys, json, time, traceback, statistics
+import sys, time, statistics
 import torch
 import torch.nn.functional as F
 import minillm.kernels.gemv as GV
@@ -20,11 +20,10 @@ from minillm.sampling import SamplingParams
 from minillm.loading import random_checkpoint, PRESETS
 from graph_timing import graph_us as gtime      # benchmarks/graph_timing.py
 
-OUT = os.environ.get('OUT') or 'benchmarks/results'
-os.makedirs(OUT, exist_ok=True)
-T0, R = time.time(), dict(argv=sys.argv, errors={})
-def save(): json.dump(R, open(f'{OUT}/speculative_gpu.json', 'w'), indent=1, default=str)
-def log(*a): print(f"[{time.time() - T0:6.1f}s]", *a, flush=True)
+from bench_io import log, saver, run_section     # benchmarks/bench_io.py
+
+R = dict(argv=sys.argv, errors={})
+save = saver(R, 'speculative_gpu')
 SHAPES = {'0.6b qkv': (1024, 4096), '0.6b o': (2048, 1024), '0.6b gate_up': (1024, 6144), '0.6b down': (3072, 1024),
           '8b qkv': (4096, 6144), '8b o': (4096, 4096), '8b gate_up': (4096, 24576), '8b down': (12288, 4096)}
 ROW_CONFIGS = [(2, 1024, 4), (4, 512, 4), (2, 512, 4), (1, 1024, 4), (2, 1024, 8), (4, 1024, 8), (8, 256, 4), (1, 512, 2)]
@@ -123,8 +122,4 @@ KS, BATCHES = [int(x) for x in arg('ks', [0, 1, 2, 3, 4])], [int(x) for x in arg
 
 if __name__ == '__main__':
     only = arg('only', ['rows', 'steps', 'e2e'])
-    for name in only:
-        log('==', name)
-        try: globals()[name]()
-        except Exception: R['errors'][name] = traceback.format_exc(); log('FAILED', name); print(traceback.format_exc())
-        save()
+    for name in only: run_section(globals()[name], R, save)
