@@ -161,7 +161,7 @@ def linear(x, weight, bias=None):
     if x.is_cuda and (rows == 1 or (rows <= GEMV_MAX_ROWS and weight.numel() <= GEMV_ROWS_MAX_WEIGHT)): return gemv(x, weight, bias)
     return F.linear(x, weight, bias)
 
-# %% ../../nbs/10b_gemv.ipynb #58dbfced
+# %% ../../nbs/10b_gemv.ipynb #07f04027
 GEMV_MAX_ROWS = 4                   # `linear` sends 2 to this many rows to the several-row GEMV...
 GEMV_ROWS_MAX_WEIGHT = 4 * 2**20    # ...when the weight has at most this many elements (measured below); else cuBLAS
 GEMV_ROWS_CONFIG = (4, 512, 4)      # BLOCK_N, BLOCK_K, num_warps of the several-row GEMV: the fastest of 8 at 2 to 5 rows
@@ -196,7 +196,7 @@ def _launch_gemv_rows(x2, weight, bias, out, block_n, block_k, num_warps):
         x2, weight, weight if bias is None else bias, out, M, N, x2.stride(0), weight.stride(0), out.stride(0), K=K,
         HAS_BIAS=bias is not None, EVEN_K=K % block_k == 0, ROWS=rows, BLOCK_N=block_n, BLOCK_K=block_k, num_warps=num_warps, **pdl_options(x2))
 
-# %% ../../nbs/10b_gemv.ipynb #64330a33
+# %% ../../nbs/10b_gemv.ipynb #869555e9
 GEMV_INT8_CONFIG = (4, 512, 2)    # int8 weights, one row (BLOCK_N, BLOCK_K, num_warps): chosen in the int8 chapter
 FUSED_GEMV_CONFIG = (4, 512, 4)   # with NORM or SWIGLU, dense or int8: the fastest (or within 0.2 µs) at Qwen3-0.6B (below)
 
@@ -228,7 +228,7 @@ def fused_gemv(x,                     # activations `[..., K]`
     out = out.reshape(*x.shape[:-1], out.shape[1])
     return out if residual is None else (out, r_out.reshape(x.shape))
 
-# %% ../../nbs/10b_gemv.ipynb #c3eac7b1
+# %% ../../nbs/10b_gemv.ipynb #35889759
 def _weights(proj):
     "`(weight, bias, scale)` of an `nn.Linear` or an int8 `QuantLinear`; None for any other module."
     if type(proj) is nn.Linear: return proj.weight, proj.bias, None
@@ -253,7 +253,7 @@ def decode_layer(layer, x, residual, cos, sin, attn=None):
     h, residual = fused_gemv(sa.o_proj(o.flatten(-2)), *gu_w, norm_weight=n2.weight, eps=n2.eps, residual=residual, swiglu=True)
     return mlp.down_proj(h), residual
 
-# %% ../../nbs/10b_gemv.ipynb #b4e60205
+# %% ../../nbs/10b_gemv.ipynb #f261659a
 FUSED_LAYER_MAX_HIDDEN = 2048   # `decode_layer` up to this hidden size: faster at 1024 (Qwen3-0.6B), slower at 4096 (8B)
 
 def _linear_forward(self, x): return linear(x, self.weight, self.bias)
