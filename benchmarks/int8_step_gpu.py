@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
 """Qwen3-8B batch-1 decode step, bf16 and int8 engines, and what each launch choice of the int8 path is worth: graph
-replay time of one decode step with one choice undone at a time, end-to-end tokens/s for the engines as they are and
+replay time of one decode step (at position 320) with one choice undone at a time, end-to-end tokens/s for the engines as they are and
 for the int8 engine as it was before these choices.
 
-Run from the repository root:  PYTHONPATH=.:benchmarks python3 benchmarks/int8_step_gpu.py [--only=variants,chain,prefetch,convert,pre,tiles]
+Run from the repository root:  PYTHONPATH=.:benchmarks python3 benchmarks/int8_step_gpu.py [--only=variants,ablations,chain,prefetch,convert,pre,tiles]
 Sections:
-  variants  the engines' step and tokens/s, and as they were before (one weight chunk before the PDL wait; int8: also
-            a bf16 head, plain launches, the tensor-core kernel for wide products at one row); int8 ablations, one
-            of those undone at a time, and the fused decoder layer
+  variants  the engines' step and tokens/s, and as they were before (the new K/V stored by store_kv instead of
+            the decode kernel: one attention launch a layer more); int8 with SiLU * up in the gate_up GEMV's epilogue
+  ablations the launch choices of the int8 path before these, one undone at a time (a bf16 head, plain launches,
+            the tensor-core kernel for wide products at one row, one weight chunk before the PDL wait), and the
+            fused decoder layer
   chain     36 layers of the four int8 products alone, one CUDA graph: µs per layer against the bytes they read
   prefetch  each layer's o weights (and more) read into L2 on a side stream during attention
   convert   the int8 GEMV's weight conversion (magic-number fp32, int-to-float, bf16 products, and int-to-float
@@ -22,7 +24,7 @@ import triton
 import triton.language as tl
 import minillm.quant as Q
 import minillm.kernels.gemv as GV
-from minillm.kernels.attention import pdl_options
+import minillm.kernels.attention as A
 from minillm.engine import LLM
 from minillm.sampling import SamplingParams
 from minillm.loading import random_checkpoint, PRESETS
@@ -35,28 +37,28 @@ R = dict(argv=sys.argv, errors={}, step_ms={}, e2e={})
 save = saver(R, 'int8_step_gpu')
 
 OPT = dict(pdl=True, cfg=None, fcfg=None, pre=None, dense_pre=None)
+ORIG = GV._launch_gemv
 def launch(x2, weight, scale, bias, out, block_n, block_k, num_warps, num_stages=1,
-           norm_weight=None, eps=0.0, residual=None, res_out=None, swiglu=False):
-    "GV._launch_gemv with the variant's PDL choice and tiles for int8 weights."
-    int8, pre = scale is not None, None
+           norm_weight=None, eps=0.0, residual=None, res_out=None, swiglu=False, pre=None):
+    "GV._launch_gemv with the variant's PDL choice, tiles for int8 weights and chunks before the wait."
+    int8 = scale is not None
     cfg = OPT['cfg']
     if isinstance(cfg, dict):                                   # by product: (BLOCK_N, BLOCK_K, warps[, pre])
         cfg = cfg.get('head' if out.shape[1] > 100000 else 'down' if x2.shape[1] > 8192 else 'other', cfg['other'])
     if int8 and norm_weight is None and not swiglu and cfg: block_n, block_k, num_warps, pre = (*cfg, None)[:4]
     if (norm_weight is not None or swiglu) and OPT['fcfg']: block_n, block_k, num_warps = OPT['fcfg']
-    (M, K), N = x2.shape, out.shape[1]
-    GV._gemv_kernel[(triton.cdiv(N, block_n), M)](
-        x2, weight, weight if scale is None else scale, weight if bias is None else bias, out, x2 if residual is None else residual,
-        x2 if norm_weight is None else norm_weight, x2 if res_out is None else res_out, M, N, x2.stride(0), weight.stride(0),
-        out.stride(0), eps, K=K, INT8=int8, HAS_BIAS=bias is not None, EVEN_K=K % block_k == 0, NORM=norm_weight is not None,
-        HAS_RES=residual is not None, SWIGLU=swiglu, BLOCK_N=block_n, BLOCK_K=block_k, num_warps=num_warps, num_stages=num_stages,
-        PRE=max(1, min((pre or OPT['pre'] if int8 else OPT['dense_pre']) or GV.GEMV_PRE[K > 8192], 4, triton.cdiv(K, block_k))), **(pdl_options(x2) if not int8 or OPT['pdl'] else dict(PDL=False)))
+    pre = (pre or OPT['pre']) if int8 else OPT['dense_pre']
+    A.USE_PDL = OPT['pdl'] or not int8
+    try: ORIG(x2, weight, scale, bias, out, block_n, block_k, num_warps, num_stages, norm_weight, eps, residual, res_out, swiglu, pre)
+    finally: A.USE_PDL = True
 GV._launch_gemv = Q._launch_gemv = launch
 CONFIGS0, HEADS = list(Q._CONFIGS), {}
 
-def apply(llm, pdl=True, tc_wide=False, bf16_head=False, fused=False, cfg=None, fcfg=None, pre=None, swiglu=False, dense_pre=None):
+def apply(llm, pdl=True, tc_wide=False, bf16_head=False, fused=False, cfg=None, fcfg=None, pre=None, swiglu=False, dense_pre=None,
+          store=True):
     "Set the switches on `llm`'s model; the defaults are the engine as it is."
     m = llm.model
+    llm.runner.store = None if store else A.store_kv       # the decode kernel stores the new K/V, or store_kv does
     OPT.update(pdl=pdl, cfg=cfg, fcfg=fcfg, pre=pre, dense_pre=dense_pre)
     Q._CONFIGS[:] = CONFIGS0
     if tc_wide: Q._CONFIGS[0] = (1, CONFIGS0[0][1], (16, 64, 256, 4, 3))     # one row, wide: the tensor-core kernel
@@ -75,17 +77,23 @@ def _mlp_swiglu(self, x):
     if x.numel() != x.shape[-1]: return type(self).forward(self, x)
     return self.down_proj(GV.fused_gemv(x, w, b, s, swiglu=True))
 
-def step_ms(llm, n=100):
-    "ms per replay of a freshly captured batch-1 decode graph."
-    r = llm.runner
+def step_ms(llm, n=100, blocks=3, ctx=320):
+    "ms per replay of a freshly captured batch-1 decode graph at position `ctx` (blocks of its own): the median of `blocks` runs of `n` replays."
+    r, bm = llm.runner, llm.block_manager
+    assert bm.allocate('step_ms', list(range(1000, 1001 + ctx)), ctx + 1), 'no KV blocks left'   # no prefix-cache hit
     G = DecodeGraphs(r, 1, r.graphs.tables.shape[1])
+    tab = bm.block_table('step_ms')
+    G.tables[0, :len(tab)] = torch.tensor(tab, dtype=torch.int32)
+    G.stage[2] = ctx                                         # bucket 1: stage[2] is the position of row 0
     g = G.graphs[1]
     for _ in range(5): g.replay()
-    torch.cuda.synchronize(); t0 = time.perf_counter()
-    for _ in range(n): g.replay()
-    torch.cuda.synchronize(); dt = (time.perf_counter() - t0) / n * 1e3
-    del G, g; torch.cuda.empty_cache()
-    return dt
+    dts = []
+    for _ in range(blocks):
+        torch.cuda.synchronize(); t0 = time.perf_counter()
+        for _ in range(n): g.replay()
+        torch.cuda.synchronize(); dts.append((time.perf_counter() - t0) / n * 1e3)
+    del G, g; torch.cuda.empty_cache(); bm.free('step_ms')
+    return statistics.median(dts)
 
 def regraph(llm):
     "Capture the engine's decode and prefill graphs again (after a switch)."
@@ -106,8 +114,13 @@ def e2e(llm):
         torch.cuda.synchronize(); t0 = time.perf_counter()
         out = llm.generate(PS, SP, use_tqdm=False)
         torch.cuda.synchronize(); dts.append(time.perf_counter() - t0)
+    one = []
+    for _ in range(3):                                     # the prompt and one token: the prefill's share of the time
+        torch.cuda.synchronize(); t0 = time.perf_counter()
+        llm.generate(PS, SamplingParams(temperature=0, max_tokens=1, ignore_eos=True), use_tqdm=False)
+        torch.cuda.synchronize(); one.append(time.perf_counter() - t0)
     return dict(tok_s=128 / statistics.median(dts), ms_per_token=statistics.median(dts) / 128 * 1e3, times=dts,
-                tokens=out[0].outputs[0].token_ids[:16], first8=first)
+                first_token_ms=statistics.median(one) * 1e3, tokens=out[0].outputs[0].token_ids[:16], first8=first)
 
 def run_variants(llm, kind, variants):
     res = R['step_ms'].setdefault(kind, {})
@@ -125,7 +138,7 @@ def run_e2e(llm, kind, label, kw, post=None):
         apply(llm, **kw)
         if post: post()
         R['e2e'][f'{kind} {label}'] = r = e2e(llm)
-        log(f"e2e {kind:5} {label:32} {r['tok_s']:.1f} tok/s ({r['ms_per_token']:.3f} ms/token)")
+        log(f"e2e {kind:5} {label:32} {r['tok_s']:.1f} tok/s ({r['ms_per_token']:.3f} ms/token, first token {r['first_token_ms']:.1f} ms)")
     except Exception:
         R['errors'][f'e2e {kind} {label}'] = traceback.format_exc(); log('FAILED e2e', kind, label); print(traceback.format_exc())
     save()
@@ -256,9 +269,10 @@ only = next((a.split('=', 1)[1].split(',') for a in sys.argv if a.startswith('--
 for fn in (chain, convert):
     if fn.__name__ in only: run_section(fn, R, save)
 
-INT8 = [('engine', {}), ('bf16 head', dict(bf16_head=True)), ('no pdl', dict(pdl=False)), ('tensor-core wide', dict(tc_wide=True)),
-        ('pre 1', dict(pre=1)), ('before', dict(bf16_head=True, pdl=False, tc_wide=True, pre=1)), ('fused', dict(fused=True))]
-BF16 = [('engine', {}), ('before', dict(dense_pre=1))]
+INT8 = [('engine', {}), ('before', dict(store=False)), ('swiglu', dict(swiglu=True))]
+BF16 = [('engine', {}), ('before', dict(store=False))]
+ABLATIONS = [('bf16 head', dict(bf16_head=True)), ('no pdl', dict(pdl=False)), ('tensor-core wide', dict(tc_wide=True)),
+             ('pre 1', dict(pre=1)), ('fused', dict(fused=True))]
 E = (4, 512, 2, 2)                                     # the engine's int8 tile and chunks before the wait
 TILES = [('engine', {})] + [(f'all {c}', dict(cfg=c)) for c in ((4, 512, 1, 2), (2, 512, 1, 2), (8, 512, 2, 2), (4, 512, 4, 2),
                                                                   (8, 256, 2, 4), (2, 512, 2, 2), (2, 512, 2, 4))]
@@ -269,11 +283,12 @@ PRE = [('engine', {})] + [(f'{c} pre {p}', dict(cfg=c, pre=p)) for c, ps in (((4
 PRE += [('pre 2 swiglu', dict(pre=2, swiglu=True)), ('pre 2 swiglu (4,512,2)', dict(pre=2, swiglu=True, fcfg=(4, 512, 2)))]
 BF16_PRE = [('engine', {}), ('dense pre 2', dict(dense_pre=2)), ('dense pre 3', dict(dense_pre=3)), ('swiglu', dict(swiglu=True))]
 for kind, q, variants in (('bf16', None, BF16), ('int8', 'int8', INT8)):
-    if not {'variants', 'prefetch', 'pre', 'tiles'} & set(only): break
+    if not {'variants', 'ablations', 'prefetch', 'pre', 'tiles'} & set(only): break
     llm = LLM(str(ck), quantization=q, **KW)
     llm.generate(PS, SamplingParams(temperature=0, max_tokens=8, ignore_eos=True), use_tqdm=False)
     if q is None: HEADS['bf16'] = llm.model.lm_head
     res = run_variants(llm, kind, variants if 'variants' in only else variants[:1])
+    if q and 'ablations' in only: run_variants(llm, kind, ABLATIONS)
     if not q and 'pre' in only: run_variants(llm, kind, BF16_PRE)
     if q and 'tiles' in only:
         res = run_variants(llm, kind, TILES)
@@ -285,7 +300,10 @@ for kind, q, variants in (('bf16', None, BF16), ('int8', 'int8', INT8)):
         if best not in ('engine', 'before'): run_e2e(llm, kind, best, dict(PRE)[best])
     if 'prefetch' in only: run_prefetch(llm, kind, {})
     run_e2e(llm, kind, 'engine', {})
-    if 'variants' in only: run_e2e(llm, kind, 'before', dict(variants)['before'])
+    if 'variants' in only:
+        run_e2e(llm, kind, 'before', dict(variants)['before'])
+        best = min(res, key=res.get)
+        if best not in ('engine', 'before'): run_e2e(llm, kind, best, dict(variants)[best])
     apply(llm); del llm; gc.collect(); torch.cuda.empty_cache()
 
 b = R['e2e'].get('bf16 engine', {}).get('tok_s')

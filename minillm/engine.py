@@ -80,7 +80,7 @@ class _Request:
         return RequestOutput(self.index, self.prompt, list(s.prompt_ids) if s else [], [comp],
                              finished=bool(self.error) or (s is not None and s.status == FINISHED), error=self.error, metrics=self.metrics)
 
-# %% ../nbs/09_engine.ipynb #d8c07a21
+# %% ../nbs/09_engine.ipynb #f334f17b
 class LLM:
     "An offline inference engine: `LLM(model).generate(prompts, sampling_params)`."
     def __init__(self, model: str = DEFAULT_MODEL, **kwargs):
@@ -108,9 +108,9 @@ class LLM:
         if graphs == 'on' and not cuda: raise ValueError("cuda_graphs='on' needs a CUDA device; use 'off' or 'emulate'")
         kw = {}
         if backend == 'triton':
-            from minillm.kernels.attention import paged_attention, store_kv
+            from minillm.kernels.attention import paged_attention
             from minillm.kernels.gemv import use_fused_kernels
-            kw = dict(attend=paged_attention, store=store_kv)
+            kw = dict(attend=paged_attention, store=None)          # the kernels store the new K/V themselves
             use_fused_kernels(self.model)
         runner = ModelRunner(self.model, self.block_manager, self.num_blocks, c.block_size, **kw)
         if graphs != 'off':

@@ -11,19 +11,22 @@ from .paged import BlockManager, allocate_kv_cache, store_kv, paged_attention_re
 # %% auto #0
 __all__ = ['PagedAttention', 'kv_bytes_per_block', 'ModelRunner']
 
-# %% ../nbs/08a_runner.ipynb #2045605f
+# %% ../nbs/08a_runner.ipynb #99ed94ad
 class PagedAttention:
     "The model's `attn` for one step over the paged KV cache."
     def __init__(self, kv_caches, slot_mapping, block_tables, context_lens, query_start_loc, max_q_len,
                  store=store_kv, attend=None):
         self.kv_caches, self.slot_mapping, self.block_tables = kv_caches, slot_mapping, block_tables
         self.context_lens, self.query_start_loc, self.max_q_len = context_lens, query_start_loc, max_q_len
+        if store is None and attend is None: raise ValueError("store=None needs an attend that stores the new K/V itself")
         self.store, self.attend = store, attend or (lambda q, kc, vc, bt, cl, qsl, mq: paged_attention_ref(q, kc, vc, bt, cl, qsl))
 
     def __call__(self, layer, q, k, v):
         kc, vc = self.kv_caches[layer]
+        args = q, kc, vc, self.block_tables, self.context_lens, self.query_start_loc, self.max_q_len
+        if self.store is None: return self.attend(*args, k=k, v=v, slot_mapping=self.slot_mapping)   # attend stores
         self.store(k, v, kc, vc, self.slot_mapping)
-        return self.attend(q, kc, vc, self.block_tables, self.context_lens, self.query_start_loc, self.max_q_len)
+        return self.attend(*args)
 
 # %% ../nbs/08a_runner.ipynb #da50612e
 def kv_bytes_per_block(cfg, block_size: int, dtype) -> int:

@@ -141,12 +141,12 @@ def _attend(acc, m_i, l_i, q, pos, k_ptr, v_ptr, bt_ptr, lo, hi, qk_scale, s_kb,
 
 def _prec(dtype): return 'ieee' if dtype == torch.float32 else 'tf32'  # fp32 caches: exact fp32 dots, not tf32
 
-# %% ../../nbs/10_triton_attention.ipynb #b27dcdbb
+# %% ../../nbs/10_triton_attention.ipynb #e964d6b1
 @triton.jit
-def _decode_kernel(q_ptr, k_ptr, v_ptr, bt_ptr, ctx_ptr, out_ptr, po_ptr, plse_ptr, qk_scale,
-                   s_qs, s_qh, s_kb, s_kt, s_kh, s_vb, s_vt, s_vh, s_bt, s_os, s_oh,
+def _decode_kernel(q_ptr, k_ptr, v_ptr, bt_ptr, ctx_ptr, out_ptr, po_ptr, plse_ptr, kn_ptr, vn_ptr, slot_ptr, qk_scale,
+                   s_qs, s_qh, s_kb, s_kt, s_kh, s_vb, s_vt, s_vh, s_bt, s_os, s_oh, s_kns, s_knh, s_vns, s_vnh,
                    HQ: tl.constexpr, G: tl.constexpr, BLOCK_H: tl.constexpr, D: tl.constexpr, BS: tl.constexpr,
-                   BLOCK_N: tl.constexpr, SPLITS: tl.constexpr, PREC: tl.constexpr, PDL: tl.constexpr):
+                   BLOCK_N: tl.constexpr, SPLITS: tl.constexpr, NEW: tl.constexpr, PREC: tl.constexpr, PDL: tl.constexpr):
     _pdl_start(PDL)
     s, kvh, split = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     ctx = tl.load(ctx_ptr + s)
@@ -154,20 +154,36 @@ def _decode_kernel(q_ptr, k_ptr, v_ptr, bt_ptr, ctx_ptr, out_ptr, po_ptr, plse_p
     hmask = offs_h < G
     heads = kvh * G + offs_h                                           # the query heads of this KV group
     q = tl.load(q_ptr + s * s_qs + heads[:, None] * s_qh + offs_d[None, :], mask=hmask[:, None], other=0.0)  # [BLOCK_H, D]
-    per = tl.cdiv(tl.cdiv(ctx, BLOCK_N), SPLITS) * BLOCK_N             # keys per split, in whole tiles
+    n = tl.maximum(ctx - 1, 0) if NEW else ctx                         # keys read from the cache
+    per = tl.cdiv(tl.cdiv(n, BLOCK_N), SPLITS) * BLOCK_N               # keys per split, in whole tiles
     lo = split * per
-    hi = tl.minimum(lo + per, ctx)
-    mid = tl.maximum(lo, tl.minimum(hi, ctx // BLOCK_N * BLOCK_N))     # [lo, mid): full tiles; [mid, hi): ragged end
+    hi = tl.minimum(lo + per, n)
+    mid = tl.maximum(lo, tl.minimum(hi, n // BLOCK_N * BLOCK_N))       # [lo, mid): full tiles; [mid, hi): ragged end
     acc = tl.zeros([BLOCK_H, D], dtype=tl.float32)
     m_i = tl.full([BLOCK_H], float('-inf'), tl.float32)
     l_i = tl.zeros([BLOCK_H], dtype=tl.float32)
     bt = bt_ptr + s.to(tl.int64) * s_bt
     kp, vp = k_ptr + kvh * s_kh, v_ptr + kvh * s_vh
-    pos = tl.zeros([BLOCK_H], dtype=tl.int32) + ctx                    # the new token sees every key < ctx
+    pos = tl.zeros([BLOCK_H], dtype=tl.int32) + n                      # the new token sees every cached key
     acc, m_i, l_i = _attend(acc, m_i, l_i, q, pos, kp, vp, bt, lo, mid, qk_scale, s_kb, s_kt, s_vb, s_vt,
                             BS, BLOCK_N, D, False, PREC)
     acc, m_i, l_i = _attend(acc, m_i, l_i, q, pos, kp, vp, bt, mid, hi, qk_scale, s_kb, s_kt, s_vb, s_vt,
                             BS, BLOCK_N, D, True, PREC)
+    if NEW:                                                            # the new token's own key, from its arguments
+        if split == 0:
+            kn = tl.load(kn_ptr + s * s_kns + kvh * s_knh + offs_d)       # [D]
+            vn = tl.load(vn_ptr + s * s_vns + kvh * s_vnh + offs_d)
+            slot = tl.load(slot_ptr + s).to(tl.int64)
+            if slot >= 0:                                              # into the cache for later steps (-1: not stored)
+                tl.store(k_ptr + (slot // BS) * s_kb + (slot % BS) * s_kt + kvh * s_kh + offs_d, kn)
+                tl.store(v_ptr + (slot // BS) * s_vb + (slot % BS) * s_vt + kvh * s_vh + offs_d, vn)
+            if ctx > 0:                                                # one more online-softmax step, of one key
+                sc = tl.sum(q.to(tl.float32) * kn.to(tl.float32)[None, :], 1) * qk_scale   # [BLOCK_H]
+                m_new = tl.maximum(m_i, sc)
+                p, alpha = tl.math.exp2(sc - m_new), tl.math.exp2(m_i - m_new)
+                l_i = l_i * alpha + p
+                acc = acc * alpha[:, None] + p.to(vn.dtype).to(tl.float32)[:, None] * vn.to(tl.float32)[None, :]
+                m_i = m_new
     l_safe = tl.where(l_i == 0.0, 1.0, l_i)                            # no key in range: output 0
     o = acc / l_safe[:, None]
     if SPLITS == 1:
@@ -192,7 +208,7 @@ def _combine_kernel(po_ptr, plse_ptr, out_ptr, s_os, s_oh,
     o = tl.sum(o * w[:, None], 0) / tl.where(tot == 0.0, 1.0, tot)
     tl.store(out_ptr + s * s_os + h * s_oh + offs_d, o.to(out_ptr.dtype.element_ty))
 
-# %% ../../nbs/10_triton_attention.ipynb #c7e166a2
+# %% ../../nbs/10_triton_attention.ipynb #42790899
 @functools.lru_cache(None)
 def _num_sms(device):
     return torch.cuda.get_device_properties(device).multi_processor_count if device.type == 'cuda' else 4
@@ -204,9 +220,23 @@ def _decode_config(q):
         return dict(block_n=16, num_warps=4, num_stages=2)
     return dict(block_n=max(16, min(128, 8192 // q.shape[-1])), num_warps=4, num_stages=2)   # 16 KB K tiles
 
-def _launch_decode(q, k_cache, v_cache, block_tables, context_lens, scale, out, num_splits, block_n, num_warps, num_stages):
+def _check_new(k, v, slot_mapping, s, hkv, d, dtype, device):
+    "The new token's key and value `[S, Hkv, D]` and its cache slot `[S]`, as the decode kernel takes them."
+    for name, t in (('k', k), ('v', v)):
+        _check_rows(name, t, 3)
+        if tuple(t.shape) != (s, hkv, d): raise ValueError(f"{name} must be [S, Hkv, D] = {(s, hkv, d)}, got {tuple(t.shape)}")
+        if t.dtype != dtype: raise TypeError(f"{name} dtype {t.dtype} must match the cache dtype {dtype}")
+    if not isinstance(slot_mapping, torch.Tensor): raise TypeError("slot_mapping must be given with k and v")
+    _check_int('slot_mapping', slot_mapping, (s,))
+    for name, t in (('k', k), ('v', v), ('slot_mapping', slot_mapping)):
+        if t.device != device: raise ValueError(f"{name} is on {t.device}, expected {device}")
+
+def _launch_decode(q, k_cache, v_cache, block_tables, context_lens, scale, out, num_splits, block_n, num_warps, num_stages,
+                   k=None, v=None, slot_mapping=None):
     s, hq, hkv, d, bs, out = _check_attn(q, k_cache, v_cache, block_tables, context_lens, out)
     if q.shape[0] != s: raise ValueError(f"decode takes one query token per sequence: q has {q.shape[0]} rows for {s} sequences")
+    new = k is not None or v is not None
+    if new: _check_new(k, v, slot_mapping, s, hkv, d, q.dtype, q.device)
     if s == 0: return out
     g = hq // hkv
     scale = d ** -0.5 if scale is None else scale
@@ -216,24 +246,28 @@ def _launch_decode(q, k_cache, v_cache, block_tables, context_lens, scale, out, 
     if num_splits > 1:
         po = torch.empty(s, hq, num_splits, d, device=q.device, dtype=torch.float32)
         plse = torch.empty(s, hq, num_splits, device=q.device, dtype=torch.float32)
+    kn, vn, slots = (k, v, slot_mapping) if new else (q, q, context_lens)
     _decode_kernel[(s, hkv, num_splits)](
-        q, k_cache, v_cache, block_tables, context_lens, out, po, plse, scale * 1.4426950408889634,
+        q, k_cache, v_cache, block_tables, context_lens, out, po, plse, kn, vn, slots, scale * 1.4426950408889634,
         q.stride(0), q.stride(1), *k_cache.stride()[:3], *v_cache.stride()[:3], block_tables.stride(0), out.stride(0), out.stride(1),
-        HQ=hq, G=g, BLOCK_H=max(16, triton.next_power_of_2(g)), D=d, BS=bs, BLOCK_N=block_n, SPLITS=num_splits,
+        kn.stride(0), kn.stride(1), vn.stride(0), vn.stride(1),
+        HQ=hq, G=g, BLOCK_H=max(16, triton.next_power_of_2(g)), D=d, BS=bs, BLOCK_N=block_n, SPLITS=num_splits, NEW=new,
         PREC=_prec(q.dtype), num_warps=num_warps, num_stages=num_stages, **pdl_options(q))
     if num_splits > 1:
         _combine_kernel[(s, hq)](po, plse, out, out.stride(0), out.stride(1), HQ=hq, D=d, SPLITS=num_splits,
                                  SP=triton.next_power_of_2(num_splits), num_warps=4, **pdl_options(q))
     return out
 
-def paged_decode(q, k_cache, v_cache, block_tables, context_lens, scale=None, out=None, num_splits=None):
-    "Attention of one new token per sequence (q `[S, Hq, D]`) over its paged K/V; returns `[S, Hq, D]`."
-    return _launch_decode(q, k_cache, v_cache, block_tables, context_lens, scale, out, num_splits, **_decode_config(q))
+def paged_decode(q, k_cache, v_cache, block_tables, context_lens, scale=None, out=None, num_splits=None,
+                 k=None, v=None, slot_mapping=None):
+    "Attention of one new token per sequence (q `[S, Hq, D]`) over its paged K/V; returns `[S, Hq, D]`. With `k`, `v` `[S, Hkv, D]` and `slot_mapping` `[S]`: the new token's key and value, stored in the cache by the same launch."
+    return _launch_decode(q, k_cache, v_cache, block_tables, context_lens, scale, out, num_splits, **_decode_config(q),
+                          k=k, v=v, slot_mapping=slot_mapping)
 
 # %% ../../nbs/10_triton_attention.ipynb #3b7db291
 _TOL = {torch.float32: 1e-5, torch.float16: 3e-3, torch.bfloat16: 2e-2}   # relative error bounds used in the tests
 
-# %% ../../nbs/10_triton_attention.ipynb #4cccb2e8
+# %% ../../nbs/10_triton_attention.ipynb #834a7164
 @triton.jit(do_not_specialize=['S'])
 def _prefill_kernel(q_ptr, k_ptr, v_ptr, bt_ptr, ctx_ptr, qsl_ptr, out_ptr, qk_scale, S,
                     s_qn, s_qh, s_kb, s_kt, s_kh, s_vb, s_vt, s_vh, s_bt, s_on, s_oh,
@@ -276,7 +310,7 @@ def _prefill_kernel(q_ptr, k_ptr, v_ptr, bt_ptr, ctx_ptr, qsl_ptr, out_ptr, qk_s
     o = acc / tl.where(l_i == 0.0, 1.0, l_i)[:, None]
     tl.store(out_ptr + rows[:, None] * s_on + head[:, None] * s_oh + offs_d[None, :], o.to(out_ptr.dtype.element_ty), mask=rmask[:, None])
 
-# %% ../../nbs/10_triton_attention.ipynb #49360064
+# %% ../../nbs/10_triton_attention.ipynb #948dcd4b
 def _prefill_config(q):
     "Rows per tile (tokens x heads), key tile, warps and pipeline depth of the prefill kernel."
     if q.device.type != 'cuda': return dict(block_m=32, block_n=32, num_warps=4, num_stages=1)
@@ -307,9 +341,11 @@ def paged_prefill(q, k_cache, v_cache, block_tables, context_lens, query_start_l
     return _launch_prefill(q, k_cache, v_cache, block_tables, context_lens, query_start_loc, max_q_len, scale, out,
                            **_prefill_config(q))
 
-# %% ../../nbs/10_triton_attention.ipynb #8f74bca3
-def paged_attention(q, k_cache, v_cache, block_tables, context_lens, query_start_loc, max_q_len, scale=None, out=None):
-    "`paged_attention_ref` semantics: decode kernel when every sequence has one new token, else the prefill kernel."
+# %% ../../nbs/10_triton_attention.ipynb #190fd559
+def paged_attention(q, k_cache, v_cache, block_tables, context_lens, query_start_loc, max_q_len, scale=None, out=None,
+                    k=None, v=None, slot_mapping=None):
+    "`paged_attention_ref` semantics: decode kernel when every sequence has one new token, else the prefill kernel. With `k`, `v`, `slot_mapping`, the new tokens' K/V are stored first (by the decode kernel itself)."
     if max_q_len == 1 and q.shape[0] == context_lens.shape[0]:
-        return paged_decode(q, k_cache, v_cache, block_tables, context_lens, scale, out)
+        return paged_decode(q, k_cache, v_cache, block_tables, context_lens, scale, out, k=k, v=v, slot_mapping=slot_mapping)
+    if k is not None or v is not None: store_kv(k, v, k_cache, v_cache, slot_mapping)
     return paged_prefill(q, k_cache, v_cache, block_tables, context_lens, query_start_loc, max_q_len, scale, out)
