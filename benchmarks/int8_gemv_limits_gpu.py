@@ -38,12 +38,12 @@ import minillm.quant as Q
 from minillm.kernels.attention import pdl_options, gdc_launch_dependents, gdc_wait
 from graph_timing import graph_us
 from bench_io import log, saver, run_section
+from int8_products import SHAPES as SHAPES_8B, int8_layers
 
 R = dict(argv=sys.argv, errors={}, check={}, chain={})
 save = saver(R, 'int8_gemv_limits_gpu')
 dev = 'cpu' if SMOKE else 'cuda'
-SHAPES = dict(qkv=(6144, 4096), o=(4096, 4096), gate_up=(24576, 4096), down=(4096, 12288))   # (N, K)
-if SMOKE: SHAPES = dict(qkv=(48, 1024), o=(32, 1024), gate_up=(96, 1024), down=(32, 3072))
+SHAPES = dict(qkv=(48, 1024), o=(32, 1024), gate_up=(96, 1024), down=(32, 3072)) if SMOKE else SHAPES_8B
 LAYERS = 2 if SMOKE else 36
 SMS = 4 if SMOKE else torch.cuda.get_device_properties(0).multi_processor_count
 
@@ -148,15 +148,6 @@ def persist(x, w, s, out, per_sm=16, block_n=4, block_k=512, warps=2):
     grid = min(triton.cdiv(N, block_n), SMS * per_sm)
     _persist_kernel[(grid,)](x, w, s, out, N, K=K, BLOCK_N=block_n, BLOCK_K=block_k, num_warps=warps, **pdl_options(x))
 
-def layers():
-    "Random int8 weights and scales of the four products for each layer, an activation row and an output per product."
-    g = torch.Generator(device=dev).manual_seed(0)
-    W = [{k: (torch.randint(-127, 128, (n, kk), device=dev, dtype=torch.int8, generator=g),
-              torch.rand(n, device=dev, generator=g).to(torch.bfloat16) * 1e-3) for k, (n, kk) in SHAPES.items()} for _ in range(LAYERS)]
-    X = {k: torch.randn(1, kk, device=dev, generator=g).to(torch.bfloat16) for k, (n, kk) in SHAPES.items()}
-    O = {k: torch.empty(1, n, device=dev, dtype=torch.bfloat16) for k, (n, kk) in SHAPES.items()}
-    return W, X, O
-
 GPU_ONLY = (2, 4, 5, 6)                  # modes with inline PTX
 VARIANTS = [dict(mode=m) for m in range(7)] + [dict(mode=m, vec=8) for m in (0, 5, 6)]
 VARIANTS += [dict(mode=m, warps=1) for m in (0, 5, 6)] + [dict(mode=m, block_n=8, warps=2) for m in (5, 6)] + [dict(mode=m, block_n=8, warps=1) for m in (5, 6)]
@@ -165,7 +156,7 @@ if SMOKE: VARIANTS = [v for v in VARIANTS if v['mode'] not in GPU_ONLY]
 
 def check():
     "The variants that compute the product, and the engine, against float64 at the four shapes."
-    W, X, O = layers()
+    W, X, O = int8_layers(LAYERS, SHAPES, dev)
     runs = [(f"variant {v}", lambda x, w, s, o, v=v: variant(x, w, s, o, **v)) for v in VARIANTS if v['mode'] in (0, 5, 6)]
     runs += [(f"persist {v}", lambda x, w, s, o, v=v: persist(x, w, s, o, **v)) for v in PERSIST]
     runs += [('engine', lambda x, w, s, o: o.copy_(Q.int8_matmul(x, w, s)))]
@@ -181,7 +172,7 @@ def check():
 
 def chain():
     "µs per layer of each variant: 36 layers of the four products in one graph."
-    W, X, O = layers()
+    W, X, O = int8_layers(LAYERS, SHAPES, dev)
     nbytes = sum(n * kk for n, kk in SHAPES.values())
     res = R['chain']; res['bytes_per_layer'] = nbytes
     sink = torch.empty(max(n for n, _ in SHAPES.values()), device=dev, dtype=torch.int32)

@@ -32,6 +32,7 @@ from minillm.cuda_graphs import DecodeGraphs, PrefillGraphs
 from graph_timing import graph_us      # benchmarks/graph_timing.py
 
 from bench_io import log, saver, run_section     # benchmarks/bench_io.py
+from int8_products import SHAPES, int8_layers
 
 R = dict(argv=sys.argv, errors={}, step_ms={}, e2e={})
 save = saver(R, 'int8_step_gpu')
@@ -194,19 +195,9 @@ def run_prefetch(llm, kind, base_kw):
             R['errors'][f'{kind} {label}'] = traceback.format_exc(); log('FAILED', kind, label); print(traceback.format_exc())
         drop_prefetch(llm.model); save()
 
-SHAPES = dict(qkv=(6144, 4096), o=(4096, 4096), gate_up=(24576, 4096), down=(4096, 12288))   # (N, K)
-
-def layer_products():
-    "Random int8 weights and scales of the four products for 36 layers, and one activation row per product."
-    g = torch.Generator(device='cuda').manual_seed(0)
-    W = [{k: (torch.randint(-127, 128, (n, kk), device='cuda', dtype=torch.int8, generator=g),
-              torch.rand(n, device='cuda', dtype=torch.bfloat16) * 1e-3) for k, (n, kk) in SHAPES.items()} for _ in range(36)]
-    X = {k: torch.randn(1, kk, device='cuda', dtype=torch.bfloat16) for k, (n, kk) in SHAPES.items()}
-    return W, X
-
 def chain():
     "36 layers of the four int8 products alone (distinct weights), one CUDA graph: µs per layer, per variant."
-    W, X = layer_products()
+    W, X, _ = int8_layers()
     bytes_layer = sum(n * kk for n, kk in SHAPES.values())
     res = R['chain'] = dict(bytes_per_layer=bytes_layer)
     for label, kw in [('engine', {}), ('no pdl', dict(pdl=False)), ('tensor-core wide', dict(tc_wide=True)),
@@ -247,8 +238,7 @@ def _convert_kernel(x_ptr, w_ptr, s_ptr, o_ptr, K: tl.constexpr, MODE: tl.conste
 
 def convert():
     "The four products of 36 layers as one graph, for each conversion MODE: µs per layer (and the error of MODE 2)."
-    W, X = layer_products()
-    O = {k: torch.empty(1, n, device='cuda', dtype=torch.bfloat16) for k, (n, kk) in SHAPES.items()}
+    W, X, O = int8_layers()
     bn, bk, nw = GV.GEMV_INT8_CONFIG
     def run(w, k, mode):
         n, kk = SHAPES[k]
