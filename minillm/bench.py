@@ -29,8 +29,7 @@ def _timed(device, fn):
     return time.perf_counter() - t0, out
 
 def _minillm(ckpt, device, dtype, **engine_kw):
-    from minillm.engine import LLM
-    from minillm.sampling import SamplingParams
+    from minillm import LLM, SamplingParams
     llm = LLM(str(ckpt), dtype=str(dtype).split('.')[-1], device=device, **engine_kw)
     def gen(prompts, max_tokens):
         sps = [SamplingParams(temperature=0, max_tokens=n, ignore_eos=True) for n in max_tokens]

@@ -58,8 +58,7 @@ def _check_args(args, parser):
     except ValueError as e: parser.error(f"argument --device: {e}")
 
 def generate_cmd(args):
-    from minillm.engine import LLM
-    from minillm.sampling import SamplingParams
+    from minillm import LLM, SamplingParams
     llm = LLM(args.model, dtype=args.dtype, device=args.device, speculative_tokens=args.speculative_tokens)
     params = SamplingParams(temperature=args.temperature, top_p=args.top_p, seed=args.seed, max_tokens=args.max_tokens)
     print(args.prompt, end='', flush=True)

@@ -56,13 +56,14 @@ class ModelConfig:
 # %% ../nbs/00_config.ipynb #6ee4be24
 def _rope(d: dict) -> float:
     "The rotary base from either config layout; refuses rope scaling that this engine does not implement."
+    for key in ('rope_scaling', 'rope_parameters'):          # transformers 5 writes both; either may scale
+        rp = d.get(key) or {}
+        rtype = rp.get('rope_type', rp.get('type', 'default'))
+        if rtype not in (None, 'default'):
+            raise ValueError(f"rope scaling type {rtype!r} ({key}) is not supported; only the default rotary embedding "
+                             f"(rope_scaling null or rope_type 'default') is implemented")
     rp = d.get('rope_parameters') or d.get('rope_scaling') or {}
-    rtype = rp.get('rope_type', rp.get('type', 'default')) if rp else 'default'
-    if rtype not in (None, 'default'):
-        raise ValueError(f"rope scaling type {rtype!r} is not supported; only the default rotary embedding "
-                         f"(rope_scaling null or rope_type 'default') is implemented")
-    theta = d.get('rope_theta') or (rp or {}).get('rope_theta') or 10000.0
-    return float(theta)
+    return float(d.get('rope_theta') or rp.get('rope_theta') or 10000.0)
 
 def _eos(d: dict) -> tuple:
     e = d.get('eos_token_id')

@@ -12,8 +12,8 @@ from .config import ModelConfig, load_config
 from .model import QwenForCausalLM
 
 # %% auto #0
-__all__ = ['DEFAULT_MODEL', 'PRESETS', 'resolve_checkpoint', 'resolve_dtype', 'resolve_device', 'load_model', 'random_checkpoint',
-           'default_checkpoint']
+__all__ = ['DEFAULT_MODEL', 'QUANTIZATIONS', 'PRESETS', 'resolve_checkpoint', 'resolve_dtype', 'resolve_device', 'load_model',
+           'random_checkpoint', 'default_checkpoint']
 
 # %% ../nbs/04_loading.ipynb #e4c997b6
 DEFAULT_MODEL = 'tiny-qwen3'
@@ -100,10 +100,14 @@ def resolve_device(device) -> torch.device:
     if device.type == 'cuda' and not torch.cuda.is_available(): raise ValueError(f"device {str(device)!r} requested but CUDA is not available")
     return device
 
+QUANTIZATIONS = {}   # name -> quantize(model) in place; the int8 chapter registers 'int8'
+
 @torch.no_grad()
 def load_model(path_or_repo_id=DEFAULT_MODEL, dtype='auto', device=None, quantization=None) -> QwenForCausalLM:
     "Load a Qwen2/Qwen3 checkpoint into a `QwenForCausalLM` in eval mode."
-    if quantization not in (None, 'int8'): raise ValueError(f"quantization {quantization!r} is not supported; use None or 'int8'")
+    if quantization == 'int8' and 'int8' not in QUANTIZATIONS:
+        raise ValueError("quantization='int8' needs minillm.quant, which is not loaded: import it, or use `from minillm import LLM`")
+    if quantization not in (None, *QUANTIZATIONS): raise ValueError(f"quantization {quantization!r} is not supported; use None or 'int8'")
     path = resolve_checkpoint(path_or_repo_id)
     cfg, device = load_config(path), resolve_device(device)
     dtype = resolve_dtype(dtype, cfg, device)
@@ -115,9 +119,7 @@ def load_model(path_or_repo_id=DEFAULT_MODEL, dtype='auto', device=None, quantiz
             (p if rows is None else p[off:off+rows]).copy_(st.get_tensor(name))
     model.rotary.build(device)
     model.path = path
-    if quantization == 'int8':
-        from minillm.quant import quantize_model
-        quantize_model(model)
+    if quantization is not None: QUANTIZATIONS[quantization](model)
     return model.eval().requires_grad_(False)
 
 # %% ../nbs/04_loading.ipynb #f0c21704

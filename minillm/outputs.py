@@ -16,7 +16,7 @@ class CompletionOutput:
     index: int
     text: str
     token_ids: list
-    finish_reason: str | None          # 'stop', 'length', 'error', or None while running
+    finish_reason: str | None          # 'stop', 'length', 'error', 'abort', or None while running
     logprobs: list | None = None       # per token: {token_id: logprob} (sampled token and the top n)
     cumulative_logprob: float | None = None
 
@@ -32,8 +32,8 @@ class RequestMetrics:
 
 @dataclass
 class RequestOutput:
-    "The result of one prompt."
-    request_id: int
+    "The result of one request (or, for a streamed request, what is new in it)."
+    request_id: object
     prompt: str | None
     prompt_token_ids: list
     outputs: list
@@ -57,9 +57,9 @@ class StreamOutput:
     error: str | None = None
 
 # %% ../nbs/08b_outputs.ipynb #f4c1c8a5
-def detokenize_step(tok, ids, prefix: int, read: int, skip_special_tokens: bool):
+def detokenize_step(tok, ids, prefix: int, read: int, skip_special_tokens: bool, final: bool = False):
     "New text from `ids[read:]` given the window start `prefix`; returns (text, new prefix, new read)."
     before = tok.decode(ids[prefix:read], skip_special_tokens=skip_special_tokens)
     full = tok.decode(ids[prefix:], skip_special_tokens=skip_special_tokens)
-    if len(full) > len(before) and not full.endswith('\ufffd'): return full[len(before):], read, len(ids)
+    if len(full) > len(before) and (final or not full.endswith('\ufffd')): return full[len(before):], read, len(ids)
     return '', prefix, read

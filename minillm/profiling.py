@@ -7,7 +7,6 @@ from __future__ import annotations
 import time
 from contextlib import contextmanager
 import torch
-import minillm.engine
 
 # %% auto #0
 __all__ = ['timed_calls', 'profile_engine', 'print_profile']
@@ -32,11 +31,12 @@ def timed_calls(targets, acc: dict, sync):
             if had: setattr(obj, name, orig)
             else: delattr(obj, name)
 
-def _phases(llm):
-    r, g = llm.runner, llm.runner.graphs
-    t = [(llm.scheduler, 'schedule', 'schedule', False), (r, 'prepare', 'prepare inputs', True), (r, 'forward', 'forward', True),
-         (minillm.engine, 'sample', 'sample', True), (llm.scheduler, 'update', 'update', False), (llm, '_on_token', 'update', False)]
-    if g is not None: t += [(g, 'fill', 'prepare inputs', True), (g, 'replay', 'forward', True), (g, 'read', 'sample', True)]
+def _phases(eng):
+    s, r = eng.scheduler, eng.runner
+    t = [(s, 'schedule', 'schedule', False), (r, 'pack', 'pack inputs', True), (r, 'run', 'forward', True),
+         (eng, 'sample', 'sample', True), (s, 'update', 'update', False), (eng, 'deliver', 'update', False)]
+    base = getattr(eng.stepper, 'base', eng.stepper)               # the overlapping strategy, also under speculation
+    if hasattr(base, 'tokens'): t.append((base, 'tokens', 'sample', True))
     return t
 
 # %% ../nbs/15_profiling.ipynb #3443f928
@@ -58,22 +58,23 @@ def _busy_us(events) -> float:
 
 def profile_engine(llm, prompts, params, top: int = 8) -> dict:
     "Profile `llm.generate(prompts, params)`: per-phase ms per step, throughput, GPU-busy fraction, top operations."
-    cuda = llm.device.type == 'cuda'
+    eng = llm.engine
+    cuda = eng.device.type == 'cuda'
     sync = torch.cuda.synchronize if cuda else (lambda: None)
     sync(); t0 = time.perf_counter()
     outs = llm.generate(prompts, params, use_tqdm=False); sync()
     wall = time.perf_counter() - t0
     n_out = sum(len(o.outputs[0].token_ids) for o in outs)
     acc, steps = {}, [0]
-    with timed_calls(_phases(llm), acc, sync):
-        inner = llm.scheduler.schedule
+    with timed_calls(_phases(eng), acc, sync):
+        inner = eng.scheduler.schedule
         def counted(*a, **k): steps[0] += 1; return inner(*a, **k)
-        llm.scheduler.schedule = counted
+        eng.scheduler.schedule = counted
         try:
             sync(); t0 = time.perf_counter()
             llm.generate(prompts, params, use_tqdm=False); sync()
             synced = time.perf_counter() - t0
-        finally: llm.scheduler.schedule = inner
+        finally: eng.scheduler.schedule = inner
     acts = [torch.profiler.ProfilerActivity.CPU] + ([torch.profiler.ProfilerActivity.CUDA] if cuda else [])
     with torch.profiler.profile(activities=acts) as prof:
         sync(); t0 = time.perf_counter()

@@ -13,6 +13,7 @@ if not torch.cuda.is_available(): os.environ.setdefault('TRITON_INTERPRET', '1')
 import triton
 import triton.language as tl
 from .kernels.gemv import _launch_gemv, GEMV_INT8_CONFIG
+from .loading import QUANTIZATIONS
 
 # %% auto #0
 __all__ = ['quantize_weight', 'dequantize_weight', 'pick_config', 'int8_matmul', 'dequantize_triton', 'w8_linear', 'QuantLinear',
@@ -223,3 +224,5 @@ def quantize_model(model: nn.Module, head: bool = True) -> nn.Module:
                 if type(child) is nn.Linear: setattr(mod, child_name, QuantLinear.from_linear(child))
     if head and type(getattr(model, 'lm_head', None)) is nn.Linear: model.lm_head = QuantLinear.from_linear(model.lm_head)
     return model
+
+QUANTIZATIONS['int8'] = quantize_model      # `load_model(..., quantization='int8')` and `LLM(..., quantization='int8')`

@@ -11,8 +11,8 @@ import torch
 
 # %% auto #0
 __all__ = ['SamplingParams', 'apply_min_tokens', 'token_counts', 'apply_penalties', 'apply_top_k_top_p', 'apply_min_p',
-           'process_logits', 'make_generator', 'random_sample', 'SamplerOutput', 'compute_logprobs', 'plain_greedy',
-           'sample']
+           'process_logits', 'sample_key', 'keyed_exponential', 'random_sample', 'SamplerOutput', 'compute_logprobs',
+           'plain_greedy', 'sample']
 
 # %% ../nbs/07_sampling.ipynb #b3328d37
 _SAMPLING_EPS = 1e-5  # temperatures below this are greedy, as in vLLM (dividing by them would overflow)
@@ -51,7 +51,7 @@ class SamplingParams:
     repetition_penalty: float = 1.0   # > 1 discourages tokens of the prompt and output; 1 = off
     presence_penalty: float = 0.0     # subtracted from tokens that occur in the output
     frequency_penalty: float = 0.0    # subtracted once per occurrence in the output
-    seed: int | None = None           # per-request random stream; None = shared generator
+    seed: int | None = None           # reproducible samples (noise keyed by seed and position); None = shared stream
     max_tokens: int = 16              # most tokens to generate
     min_tokens: int = 0               # eos and stop tokens are masked until this many were generated
     stop: list | None = None          # strings that end generation (a str becomes a one-element list)
@@ -167,28 +167,50 @@ def process_logits(logits, params, prompt_ids, output_ids, eos_token_ids=()):
     return x
 
 # %% ../nbs/07_sampling.ipynb #b52f10a9
-def make_generator(seed: int, device='cpu') -> torch.Generator:
-    "A random generator on `device` seeded with `seed`, for one request's whole life."
-    g = torch.Generator(device=torch.device(device))
-    g.manual_seed(seed)
-    return g
+_M32 = 0xFFFFFFFF
 
-def random_sample(probs, generators):
-    "One token per row of `probs` `[B, V]` by exponential race; row i draws from `generators[i]` (None: default RNG)."
-    q = torch.empty_like(probs).exponential_()                                            # [B, V] default generator
-    for i, g in enumerate(generators):
-        if g is None: continue
-        if g.device.type != probs.device.type:
-            raise ValueError(f"generators[{i}] is on {g.device}, the logits on {probs.device}; use make_generator(seed, logits.device)")
-        q[i].exponential_(generator=g)                                                    # this row's own stream
+def _mul32(x, c):
+    "`x * c mod 2**32` for 32-bit `x` (a Python int or an int64 tensor), without overflowing 63 bits."
+    return ((((x >> 16) * c & 0xFFFF) << 16) + (x & 0xFFFF) * c) & _M32
+
+def _mix32(x):
+    "lowbias32: a bijective 32-bit hash with good avalanche."
+    x = x ^ (x >> 16)
+    x = _mul32(x, 0x7FEB352D)
+    x = x ^ (x >> 15)
+    x = _mul32(x, 0x846CA68B)
+    return x ^ (x >> 16)
+
+def sample_key(seed: int, position: int) -> int:
+    "The 32-bit key of the random numbers that choose the token at `position` of a request seeded with `seed`."
+    s = seed % 2**64
+    return _mix32(_mix32(_mix32(s & _M32) ^ (s >> 32)) ^ position)
+
+def keyed_exponential(keys, vocab_size: int, device=None):
+    "`[len(keys), vocab_size]` Exp(1) variates; row r is a function of `keys[r]` alone."
+    k = torch.tensor(keys, dtype=torch.int64, device=device)[:, None]                  # [R, 1]
+    j = _mix32(torch.arange(vocab_size, dtype=torch.int64, device=device))[None, :]    # [1, V]
+    u = ((_mix32(k ^ j) >> 8).float() + 0.5) * 2.0 ** -24                             # [R, V] in (0, 1)
+    return -torch.log(u)
+
+def random_sample(probs, keys, generator=None):
+    "One token per row of `probs` `[B, V]` by exponential race; row i's noise is keyed by `keys[i]`, or shared (None)."
+    B, V = probs.shape
+    keyed = [i for i, k in enumerate(keys) if k is not None]
+    if len(keyed) == B: q = keyed_exponential(keys, V, probs.device)
+    else:
+        q = torch.empty_like(probs).exponential_(generator=generator)                 # [B, V] the shared stream
+        if keyed: q[keyed] = keyed_exponential([keys[i] for i in keyed], V, probs.device)
     return (probs / q.clamp_min_(torch.finfo(q.dtype).tiny)).argmax(-1)
 
 # %% ../nbs/07_sampling.ipynb #ecad20f1
 @dataclass
 class SamplerOutput:
-    "One sampled token per row and, for rows that asked, its logprobs."
-    token_ids: list   # B ints
-    logprobs: list    # per row: (logprob of the sampled token, {token_id: logprob} of the top n), or None
+    "One sampled token per row (on the logits' device) and, for rows that asked, its logprobs."
+    tokens: torch.Tensor   # [B] long
+    logprobs: list         # per row: (logprob of the sampled token, {token_id: logprob} of the top n), or None
+    @property
+    def token_ids(self) -> list: return self.tokens.tolist()
 
 def compute_logprobs(logits, params, tokens):
     "Per row: None, or (sampled token's logprob, top-`logprobs` dict), from the raw `logits` `[B, V]`."
@@ -212,22 +234,28 @@ def plain_greedy(p, out):
     return (p.greedy and p.logprobs is None and p.repetition_penalty == 1 and p.presence_penalty == 0
             and p.frequency_penalty == 0 and len(out) >= p.min_tokens)
 
-def sample(logits, params, prompt_ids, output_ids, generators, eos_token_ids=()) -> SamplerOutput:
-    "Choose the next token of each row of `logits` `[B, V]`, each row with its own `SamplingParams`."
+def sample(logits,             # `[B, V]` raw logits, one row per token to choose
+           params,             # B `SamplingParams`
+           prompt_ids,         # B prompts (for the repetition penalty)
+           output_ids,         # B outputs so far (penalties, min_tokens)
+           keys,               # B keys from `sample_key`, or None for the shared stream
+           eos_token_ids=(),   # masked until min_tokens
+           generator=None,     # the shared stream; None: torch's default generator
+           out=None) -> SamplerOutput:   # `[B]` long tensor for the tokens of an all-greedy batch
+    "Choose the next token of each row of `logits`, each row with its own `SamplingParams`."
     if not torch.is_tensor(logits) or logits.ndim != 2 or not logits.is_floating_point():
         raise ValueError(f"logits must be a float tensor of shape [B, V], got "
                          f"{tuple(logits.shape) if torch.is_tensor(logits) else type(logits).__name__}")
     B = logits.shape[0]
-    for name, v in (('params', params), ('prompt_ids', prompt_ids), ('output_ids', output_ids), ('generators', generators)):
+    for name, v in (('params', params), ('prompt_ids', prompt_ids), ('output_ids', output_ids), ('keys', keys)):
         if len(v) != B: raise ValueError(f"{name} must have one entry per row of logits ({B}), got {len(v)}")
     eos = (eos_token_ids,) if isinstance(eos_token_ids, int) else tuple(eos_token_ids)
-    if all(plain_greedy(p, o) for p, o in zip(params, output_ids)):                      # the common serving case:
-        return SamplerOutput(logits.argmax(-1).tolist(), [None] * B)                      # no copy, one sync
+    if all(plain_greedy(p, o) for p, o in zip(params, output_ids)):                      # the common serving case
+        return SamplerOutput(torch.argmax(logits, -1, out=out), [None] * B)
     x = process_logits(logits, params, prompt_ids, output_ids, eos)
     tokens = x.argmax(-1)                                                                 # [B]; final for greedy rows
     idx = [i for i, p in enumerate(params) if not p.greedy]
     if idx:
-        rows = torch.tensor(idx, device=x.device)
-        sub = x if len(idx) == B else x[rows]                                             # [S, V]
-        tokens[rows] = random_sample(sub.softmax(-1), [generators[i] for i in idx])
-    return SamplerOutput(tokens.tolist(), compute_logprobs(logits, params, tokens))
+        sub = x if len(idx) == B else x[idx]                                              # [S, V]
+        tokens[idx] = random_sample(sub.softmax(-1), [keys[i] for i in idx], generator)
+    return SamplerOutput(tokens, compute_logprobs(logits, params, tokens))

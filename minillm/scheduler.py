@@ -50,7 +50,7 @@ class SchedulerOutput:
 
 # %% ../nbs/08_scheduler.ipynb #ad790436
 class Scheduler:
-    "Chooses, each step, which sequences run and how many tokens each computes."
+    "Chooses, each step, which sequences run and how many tokens each computes; the only owner of KV blocks."
     def __init__(self, block_manager: BlockManager, max_num_seqs: int, max_num_batched_tokens: int):
         self.bm, self.max_num_seqs, self.max_num_batched_tokens = block_manager, max_num_seqs, max_num_batched_tokens
         self.waiting, self.running = deque(), []
@@ -89,6 +89,10 @@ class Scheduler:
             self.waiting.popleft(); self.running.append(seq); seq.status = RUNNING
             scheduled.append((seq, n)); budget -= n
         return SchedulerOutput(scheduled, preempted)
+
+    def lookahead(self, seq: Sequence, tokens: list) -> bool:
+        "Blocks for `tokens` beyond `seq`'s own, in this step (guessed tokens to verify); False, and nothing taken, if they run out."
+        return self.bm.allocate(seq.seq_id, seq.token_ids + list(tokens), seq.num_tokens + len(tokens))
 
     def update(self, scheduled):
         "After the step ran: advance `num_computed` and register newly full blocks in the prefix cache."

@@ -7,12 +7,12 @@ from __future__ import annotations
 import weakref
 import numpy as np
 import torch
-from .sampling import process_logits, random_sample, compute_logprobs, plain_greedy
-from .cuda_graphs import batch_buckets, capture, Upload
-from .runner import PagedAttention
+from .scheduler import FINISHED
+from .engine import PLUGINS
+from .cuda_graphs import batch_buckets
 
 # %% auto #0
-__all__ = ['NgramIndex', 'accept_greedy', 'verify_drafts', 'VerifyGraphs', 'Speculator']
+__all__ = ['NgramIndex', 'accept', 'SpeculativeStep', 'speculation_plugin']
 
 # %% ../nbs/12_speculative.ipynb #9a86e15d
 class NgramIndex:
@@ -35,142 +35,77 @@ class NgramIndex:
         return []
 
 # %% ../nbs/12_speculative.ipynb #b415aa98
-def accept_greedy(targets, drafts) -> list:
-    "Tokens a greedy verify yields: `drafts` while they equal `targets` (argmax per position, `len(drafts) + 1`), then the target."
+def accept(targets, drafts) -> list:
+    "What a verify step yields: `drafts` while they equal `targets` (`len(drafts) + 1` chosen tokens), then a target."
     for i, d in enumerate(drafts):
         if targets[i] != d: return list(drafts[:i]) + [targets[i]]
     return list(drafts) + [targets[len(drafts)]]
 
-# %% ../nbs/12_speculative.ipynb #f7b50cb2
-def verify_drafts(logits, rows, drafts, params, prompt_ids, output_ids, generators, eos_token_ids=()) -> list:
-    "Per sequence `(tokens, logprobs)`: its accepted drafts and one token more. `logits[rows]`: per sequence, its last token's row then one per draft."
-    rows, first = list(rows), np.cumsum([0] + [len(d) + 1 for d in drafts])                  # sequence i: rows[first[i]:first[i+1]]
-    if all(plain_greedy(p, o) for p, o in zip(params, output_ids)):                          # the common case: argmaxes only
-        t = logits.argmax(-1).tolist()
-        toks = [accept_greedy([t[r] for r in rows[a:b]], d) for d, a, b in zip(drafts, first, first[1:])]
-        return [(x, [None] * len(x)) for x in toks]
-    dev = logits.device
-    seq_of = np.repeat(np.arange(len(drafts)), np.diff(first))                               # [R] sequence of each row
-    j_of = np.arange(len(rows)) - first[seq_of]                                              # [R] its position in the sequence
-    rp = [params[i] for i in seq_of]
-    raw = logits[torch.tensor(rows, device=dev)]                                             # [R, V]
-    x = process_logits(raw, rp, [prompt_ids[i] for i in seq_of], [list(output_ids[i]) + drafts[i][:j] for i, j in zip(seq_of, j_of)], eos_token_ids)
-    probs = x.softmax(-1)                                                                    # [R, V]
-    d_tok = torch.tensor([drafts[i][j] if j < len(drafts[i]) else 0 for i, j in zip(seq_of, j_of)], device=dev)
-    u = torch.rand(len(rows), device=dev)                                                    # [R] shared generator...
-    for i, g in enumerate(generators):
-        if g is not None: u[first[i]:first[i + 1]] = torch.rand(first[i + 1] - first[i], device=dev, generator=g)   # ...or the request's
-    best, keep = x.argmax(-1).tolist(), (u < probs.gather(1, d_tok[:, None])[:, 0]).tolist()
-    ends = []                                                                                # per sequence: (accepted, rejected?)
-    for i, d in enumerate(drafts):
-        a = first[i]
-        n = next((j for j in range(len(d)) if not (best[a + j] == d[j] if params[i].greedy else keep[a + j])), len(d))
-        ends.append((n, n < len(d)))
-    final = [best[first[i] + n] for i, (n, _) in enumerate(ends)]
-    draw = [i for i, p in enumerate(params) if not p.greedy]
-    if draw:
-        sel = torch.tensor([first[i] + ends[i][0] for i in draw], device=dev)
-        resid = probs[sel].clone()                                                           # [W, V]
-        for w, i in enumerate(draw):
-            if ends[i][1]: resid[w, drafts[i][ends[i][0]]] = 0.0                             # rejected: p without d
-        for i, t in zip(draw, random_sample(resid, [generators[i] for i in draw]).tolist()): final[i] = t
-    toks = [list(d[:n]) + [final[i]] for i, (d, (n, _)) in enumerate(zip(drafts, ends))]
-    if all(p.logprobs is None for p in params): return [(t, [None] * len(t)) for t in toks]
-    emitted = torch.tensor([first[i] + j for i, t in enumerate(toks) for j in range(len(t))], device=dev)
-    lps = compute_logprobs(raw[emitted], [params[i] for i, t in enumerate(toks) for _ in t],
-                           torch.tensor([x for t in toks for x in t], device=dev))
-    out, at = [], 0
-    for t in toks: out.append((t, lps[at:at + len(t)])); at += len(t)
-    return out
-
-# %% ../nbs/12_speculative.ipynb #7c7e05b2
-class VerifyGraphs:
-    "CUDA graphs of the verify step: per sequence its last token and up to `k` drafts in `k + 1` rows, one graph per batch bucket."
-    def __init__(self, runner, max_batch: int, k: int, max_blocks_per_seq: int, emulate: bool = False, pool=None):
-        self.runner, self.emulate, self.buckets, self.T = runner, emulate, batch_buckets(max_batch), k + 1
-        M, dev = self.buckets[-1], runner.device
-        self.block_size = runner.kv_caches[0][0].shape[1]
-        self.width = max_blocks_per_seq + -(-self.T // self.block_size)          # room for the k + 1 positions past the end
-        n = 3 * M * self.T + M + M * self.width                         # ids, positions, slots, context lengths, tables
-        self.up = Upload(n, dev)
-        self.stage = self.up.dev
-        self.stage[2 * M * self.T:3 * M * self.T], self.stage[3 * M * self.T:3 * M * self.T + M] = -1, self.T   # capture: no stores
-        self.tables = torch.full((M, self.width), runner.spare_block, dtype=torch.int32, device=dev)
-        self.qsl = torch.arange(0, (M + 1) * self.T, self.T, dtype=torch.int32, device=dev)
-        self.graphs, self.outputs = {}, {}
-        if not emulate: self.graphs, self.outputs, self.pool = capture(self._step, self.buckets, pool)
-
-    def _step(self, b):
-        "Bucket `b`'s verify step on the static buffers; logits `[b * (k + 1), V]`."
-        r, M, T, st = self.runner, self.buckets[-1], self.T, self.stage
-        ids, pos, slots = st[:b * T], st[M * T:M * T + b * T], st[2 * M * T:2 * M * T + b * T]
-        ctx = st[3 * M * T:3 * M * T + b].int()
-        attn = PagedAttention(r.kv_caches, slots, self.tables[:b], ctx, self.qsl[:b + 1], T, store=r.store, attend=r.attend)
-        return r.model.logits(r.model.hidden(ids, pos, attn))
-
-    def fits(self, n_seqs: int) -> bool: return n_seqs <= self.buckets[-1]
-
-    @torch.no_grad()
-    def run(self, seqs, drafts):
-        "Verify `drafts` (per sequence, at most `k`) after each sequence's last token; `(logits, rows)` as `verify_drafts` takes them."
-        B, M, T, bs, spare = len(seqs), self.buckets[-1], self.T, self.block_size, self.runner.spare_block
-        b = next(x for x in self.buckets if x >= B)
-        tables = [self.runner.bm.block_table(s.seq_id) for s in seqs]
-        w = max(map(len, tables))
-        ids, pos, slots, ctx, tab, rows = [], [], [], [], [], []    # lists: for a few sequences faster than numpy
-        for i, (s, d, t) in enumerate(zip(seqs, drafts, tables)):
-            c, n, pad = s.num_computed, len(d) + 1, T - len(d) - 1
-            ids += [s.token_ids[c], *d] + [0] * pad                       # padding tokens: position 0, stored nowhere
-            pos += [*range(c, c + n)] + [0] * pad
-            slots += [t[p // bs] * bs + p % bs for p in range(c, c + n)] + [-1] * pad
-            ctx.append(c + T); tab += t + [spare] * (w - len(t)); rows += range(i * T, i * T + n)
-        ids += [0] * (T * (b - B)); pos += [0] * (T * (b - B)); slots += [-1] * (T * (b - B))
-        ctx += [T] * (b - B); tab += [spare] * (w * (b - B))                  # padding rows: the spare block
-        h, m = self.up.buffer(), M * T
-        h[:b * T], h[m:m + b * T], h[2 * m:2 * m + b * T], h[3 * m:3 * m + b] = ids, pos, slots, ctx
-        k = 3 * m + M
-        h[k:k + b * w] = tab
-        self.up.send(k + b * w)
-        self.tables[:b, :w] = self.stage[k:k + b * w].view(b, w)
-        if self.emulate: return self._step(b), rows
-        self.graphs[b].replay()
-        return self.outputs[b], rows
-
 # %% ../nbs/12_speculative.ipynb #99229e50
-class Speculator:
-    "n-gram speculation for an engine: drafts for decode steps, their verification (graphs or eager), acceptance counts."
-    def __init__(self, runner, k: int, n_max: int = 4, n_min: int = 2, graphs: VerifyGraphs | None = None, max_batch: int = 16):
-        self.runner, self.k, self.n_max, self.n_min, self.graphs, self.max_batch = runner, k, n_max, n_min, graphs, max_batch
-        self.index = weakref.WeakKeyDictionary()                 # Sequence -> its NgramIndex, gone with the sequence
+class SpeculativeStep:
+    "Step strategy: decode steps of at most `max_batch` sequences verify n-gram drafts; others go to `base`."
+    def __init__(self, base, k: int, n_max: int = 4, n_min: int = 2, max_batch: int = 16):
+        self.base, self.k, self.n_max, self.n_min, self.max_batch = base, k, n_max, n_min, max_batch
+        self.index = weakref.WeakKeyDictionary()        # Sequence -> its NgramIndex, gone with the sequence
         self.proposed = self.accepted = self.steps = 0
 
     def applies(self, scheduled) -> bool:
-        "Is this a step of pure decoding (every sequence computes its last token) of at most `max_batch` sequences?"
-        return 0 < len(scheduled) <= self.max_batch and all(n == 1 and s.num_computed + 1 == s.num_tokens for s, n in scheduled)
+        "A step of pure decoding (each sequence computes its last token), of at most `max_batch` sequences?"
+        decodes = all(n == 1 and s.num_computed + 1 == s.num_tokens for s, n in scheduled)
+        return 0 < len(scheduled) <= self.max_batch and decodes
 
-    def drafts(self, scheduled, bm):
-        "Drafts per sequence of a step that `applies`, with their KV blocks allocated; None when no sequence has one."
-        if not self.applies(scheduled) or any(s.pending for s, _ in scheduled): return None
+    def drafts(self, engine, scheduled):
+        "Drafts per sequence, their cache slots taken through the scheduler; None when no sequence has one."
         out = []
         for s, _ in scheduled:
             k = min(self.k, s.params.max_tokens - len(s.output_ids) - 1)
             idx = self.index.get(s) or self.index.setdefault(s, NgramIndex(self.n_max, self.n_min))
             d = idx.propose(s.token_ids, k) if k > 0 else []
-            if d and not bm.allocate(s.seq_id, s.token_ids + d, s.num_computed + 1 + len(d)): d = []
-            out.append(d)
+            out.append(d if d and engine.scheduler.lookahead(s, d) else [])
         return out if any(out) else None
 
-    @torch.no_grad()
-    def verify(self, seqs, drafts, generators, eos_token_ids=()) -> list:
-        "Run the verify step and accept; per sequence `(tokens, logprobs)`."
-        if self.graphs is not None and self.graphs.fits(len(seqs)): logits, rows = self.graphs.run(seqs, drafts)
-        else:
-            ids, pos, attn, rows, _ = self.runner.prepare([(s, 1) for s in seqs], drafts)
-            logits, rows = self.runner.forward(ids, pos, attn, rows), range(len(rows))
-        res = verify_drafts(logits, rows, drafts, [s.params for s in seqs], [s.prompt_ids for s in seqs],
-                            [s.output_ids for s in seqs], generators, eos_token_ids)
-        self.steps += 1; self.proposed += sum(map(len, drafts)); self.accepted += sum(len(t) - 1 for t, _ in res)
-        return res
+    def step(self, engine, scheduled):
+        if self.applies(scheduled):
+            self.base.drain(engine)                              # drafts need every token
+            scheduled = [x for x in scheduled if x[0].status != FINISHED]
+            drafts = self.drafts(engine, scheduled) if scheduled else None
+            if drafts is not None: return self.verify(engine, scheduled, drafts)
+            if not scheduled: return
+        self.base.step(engine, scheduled)
+
+    def verify(self, engine, scheduled, drafts):
+        "One verify step: pack with drafts, run, choose a token at every row, accept."
+        seqs = [s for s, _ in scheduled]
+        batch = engine.runner.pack(scheduled, engine.block_manager, drafts=drafts)
+        out = engine.sample(engine.runner.run(batch), seqs, drafts)
+        targets, at, toks, lps = out.token_ids, 0, [], []
+        for d in drafts:
+            toks.append(accept(targets[at:at + len(d) + 1], d))
+            lps.append(out.logprobs[at:at + len(toks[-1])])
+            at += len(d) + 1
+        engine.deliver(seqs, toks, lps)
+        done = [(s, len(t)) for s, t in zip(seqs, toks) if s.status != FINISHED]   # last token + accepted
+        engine.scheduler.update(done)
+        self.steps += 1
+        self.proposed += sum(map(len, drafts))
+        self.accepted += sum(len(t) - 1 for t in toks)
+
+    def drain(self, engine): self.base.drain(engine)
+    def reset(self): self.base.reset()
+    def stats(self) -> dict:
+        counts = dict(verify_steps=self.steps, drafts_proposed=self.proposed, drafts_accepted=self.accepted)
+        return dict(self.base.stats(), **counts)
 
     @property
     def acceptance_rate(self) -> float: return self.accepted / self.proposed if self.proposed else 0.0
+
+# %% ../nbs/12_speculative.ipynb #7c7e05b2
+def speculation_plugin(engine):
+    "Engine plugin: n-gram speculation for decode steps, with verify graphs when graphs are on."
+    c, r = engine.config, engine.runner
+    if not c.speculative_tokens: return
+    k, mb = c.speculative_tokens, c.speculative_max_batch
+    if r.graphs is not None: r.graphs.add(r, 'verify', batch_buckets(mb), k + 1)
+    engine.stepper = SpeculativeStep(engine.stepper, k, c.prompt_lookup_max, c.prompt_lookup_min, mb)
+
+PLUGINS['speculation'] = (12, speculation_plugin)

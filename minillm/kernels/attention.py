@@ -4,14 +4,15 @@
 
 # %% ../../nbs/10_triton_attention.ipynb #70ce9851
 from __future__ import annotations
-import functools, os
+import functools, os, warnings
 import torch
 if not torch.cuda.is_available(): os.environ.setdefault('TRITON_INTERPRET', '1')
 import triton
 import triton.language as tl
+from ..engine import PLUGINS
 
 # %% auto #0
-__all__ = ['USE_PDL', 'pdl_options', 'store_kv', 'paged_decode', 'paged_prefill', 'paged_attention']
+__all__ = ['USE_PDL', 'pdl_options', 'store_kv', 'paged_decode', 'paged_prefill', 'paged_attention', 'triton_plugin']
 
 # %% ../../nbs/10_triton_attention.ipynb #11401de6
 _FLOATS = (torch.float16, torch.bfloat16, torch.float32)
@@ -349,3 +350,19 @@ def paged_attention(q, k_cache, v_cache, block_tables, context_lens, query_start
         return paged_decode(q, k_cache, v_cache, block_tables, context_lens, scale, out, k=k, v=v, slot_mapping=slot_mapping)
     if k is not None or v is not None: store_kv(k, v, k_cache, v_cache, slot_mapping)
     return paged_prefill(q, k_cache, v_cache, block_tables, context_lens, query_start_loc, max_q_len, scale, out)
+
+# %% ../../nbs/10_triton_attention.ipynb #10e00002
+def triton_plugin(engine):
+    "Engine plugin: this chapter's kernels attend when `attention_backend` resolves to 'triton'."
+    if engine.attention_backend != 'triton': return
+    d = engine.model.config.head_dim
+    if not (16 <= d <= 256 and d & (d - 1) == 0):
+        msg = f"the Triton attention kernels need a head_dim that is a power of two in [16, 256]; this model's is {d}"
+        if engine.config.attention_backend == 'triton': raise ValueError(msg + "; use attention_backend='torch'")
+        warnings.warn(msg + ": using the PyTorch reference attention, without CUDA graphs")
+        engine.attention_backend = 'torch'
+        if engine.cuda_graphs == 'on': engine.cuda_graphs = 'off'        # the reference attention cannot be captured
+        return
+    engine.runner.store, engine.runner.attend = None, paged_attention
+
+PLUGINS['triton'] = (10, triton_plugin)

@@ -4,7 +4,7 @@
 
 # %% ../../nbs/10b_gemv.ipynb #68e6ae40
 from __future__ import annotations
-import os, types
+import os
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -14,11 +14,12 @@ import triton.language as tl
 from ..layers import causal_attention
 from .attention import pdl_options, gdc_launch_dependents, gdc_wait
 from .fused import rms_norm, qk_norm_rope, silu_mul
+from ..engine import PLUGINS
 
 # %% auto #0
 __all__ = ['GEMV_CONFIG', 'GEMV_PRE', 'GEMV_MAX_ROWS', 'GEMV_ROWS_MAX_WEIGHT', 'GEMV_ROWS_CONFIG', 'GEMV_INT8_CONFIG',
-           'FUSED_GEMV_CONFIG', 'FUSED_LAYER_MAX_HIDDEN', 'gemv', 'linear', 'fused_gemv', 'decode_layer',
-           'use_fused_kernels']
+           'FUSED_GEMV_CONFIG', 'FUSED_LAYER_MAX_HIDDEN', 'gemv', 'linear', 'fused_gemv', 'decode_layer', 'GemvLinear',
+           'use_fused_kernels', 'fused_plugin']
 
 # %% ../../nbs/10b_gemv.ipynb #eb4a2fdc
 @triton.jit
@@ -231,7 +232,7 @@ def fused_gemv(x,                     # activations `[..., K]`
 # %% ../../nbs/10b_gemv.ipynb #35889759
 def _weights(proj):
     "`(weight, bias, scale)` of an `nn.Linear` or an int8 `QuantLinear`; None for any other module."
-    if type(proj) is nn.Linear: return proj.weight, proj.bias, None
+    if isinstance(proj, nn.Linear): return proj.weight, proj.bias, None
     if isinstance(getattr(proj, 'scale', None), torch.Tensor) and proj.weight.dtype == torch.int8: return proj.weight, proj.bias, proj.scale
 
 def decode_layer(layer, x, residual, cos, sin, attn=None):
@@ -256,7 +257,9 @@ def decode_layer(layer, x, residual, cos, sin, attn=None):
 # %% ../../nbs/10b_gemv.ipynb #f261659a
 FUSED_LAYER_MAX_HIDDEN = 2048   # `decode_layer` up to this hidden size: faster at 1024 (Qwen3-0.6B), slower at 4096 (8B)
 
-def _linear_forward(self, x): return linear(x, self.weight, self.bias)
+class GemvLinear(nn.Linear):
+    "An `nn.Linear` whose products go through `linear`: the GEMV kernels for one row, or a few rows by a small weight."
+    def forward(self, x): return linear(x, self.weight, self.bias)
 
 def use_fused_kernels(model, enable: bool = True, gemv: bool = True):
     "Route `model`'s norms, q/k norm + rotary, activation (and single-row projections and layers) through the fused kernels, or back to PyTorch."
@@ -268,7 +271,12 @@ def use_fused_kernels(model, enable: bool = True, gemv: bool = True):
         elif isinstance(m, MLP): m.act_kernel = silu_mul if enable else None
         elif isinstance(m, DecoderLayer):
             m.kernel = decode_layer if enable and gemv and m.self_attn.cfg.hidden_size <= FUSED_LAYER_MAX_HIDDEN else None
-        elif type(m) is nn.Linear and m is not getattr(model, 'lm_head', None):   # not QuantLinear (own kernels), not a bf16 head (cuBLAS)
-            if enable and gemv: m.forward = types.MethodType(_linear_forward, m)
-            else: vars(m).pop('forward', None)
+        elif type(m) in (nn.Linear, GemvLinear) and m is not getattr(model, 'lm_head', None):   # not QuantLinear, not a bf16 head
+            m.__class__ = GemvLinear if enable and gemv else nn.Linear
     return model
+
+def fused_plugin(engine):
+    "Engine plugin: with the Triton back end, the model's norms, rotary, activation and small products run on these kernels."
+    if engine.attention_backend == 'triton': use_fused_kernels(engine.model)
+
+PLUGINS['fused_kernels'] = (10.2, fused_plugin)

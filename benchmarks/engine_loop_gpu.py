@@ -1,0 +1,106 @@
+#!/usr/bin/env python3
+"""GPU checks of the shared engine loop (engine and LLM chapters) on random-weight Qwen3-0.6B.
+
+Run from the repository root:  PYTHONPATH=.:benchmarks python3 benchmarks/engine_loop_gpu.py [--only=fp32,...]
+Sections (each runs even if an earlier one failed; failures are recorded):
+  fp32     greedy tokens of every engine mode equal transformers' (fp32, 8 prompts x 32 tokens, batched and one at a
+           time): defaults (Triton attention, fused kernels, graphs, overlap), prefix caching off, chunked prefill,
+           n-gram speculation, overlap off, graphs off, the PyTorch reference path
+  sharing  fp32: two threads calling generate at once, and a stream left open while generate runs, give each
+           caller the tokens of its prompts run alone (fp32: in bf16 a batch's composition moves near-ties)
+  seeded   fp32: a seeded sampled request with speculation gives the tokens of the engine without speculation,
+           alone and in a batch
+  memory   bf16: an LLM dropped without gc.collect() gives its GPU memory back: a second one at 0.9 of the card builds
+Writes engine_loop_gpu.json to $OUT if set, else to benchmarks/results/.
+"""
+import sys, threading
+import torch
+from minillm import LLM, SamplingParams
+from minillm.loading import random_checkpoint, PRESETS
+from bench_io import log, saver, run_section
+
+R = dict(argv=sys.argv, errors={}, device=torch.cuda.get_device_name(), torch=torch.__version__)
+save = saver(R, 'engine_loop_gpu')
+toks = lambda llm, ps, sp: [o.outputs[0].token_ids for o in llm.generate(ps, sp, use_tqdm=False)]
+g = torch.Generator().manual_seed(0)
+PROMPTS = [torch.randint(0, 151643, (n,), generator=g).tolist() for n in (5, 64, 200, 17, 300, 1, 90, 33)]
+
+def fp32():
+    ck = random_checkpoint(**PRESETS['qwen3-0.6b'], dtype=torch.float32, device='cuda')
+    sp = SamplingParams(temperature=0, max_tokens=32, ignore_eos=True)
+    from transformers import AutoModelForCausalLM
+    hf = AutoModelForCausalLM.from_pretrained(ck, dtype=torch.float32).cuda().eval()
+    ref = [hf.generate(torch.tensor([p], device='cuda'), max_new_tokens=32, min_new_tokens=32, do_sample=False,
+                       pad_token_id=0)[0, len(p):].tolist() for p in PROMPTS]
+    del hf; torch.cuda.empty_cache()
+    kw = dict(dtype='float32', device='cuda', num_kv_blocks=2048, max_model_len=4096, max_num_seqs=64)
+    modes = {'defaults': {}, 'prefix caching off': dict(enable_prefix_caching=False),
+             'chunked prefill (64 tokens a step)': dict(max_num_batched_tokens=64),
+             'speculation k=3': dict(speculative_tokens=3), 'overlap off': dict(overlap=False),
+             'graphs off': dict(cuda_graphs='off'), 'PyTorch path': dict(attention_backend='torch', cuda_graphs='off')}
+    R['fp32'] = {}
+    for name, extra in modes.items():
+        with LLM(str(ck), **kw, **extra) as llm:
+            batched, alone = toks(llm, PROMPTS, sp), [toks(llm, [p], sp)[0] for p in PROMPTS]
+        row = dict(batched=sum(a == b for a, b in zip(batched, ref)), alone=sum(a == b for a, b in zip(alone, ref)))
+        R['fp32'][name] = row
+        log(f"fp32 {name:36} == transformers: batched {row['batched']}/8, one at a time {row['alone']}/8")
+
+def llm06(dtype=torch.float32, **kw):
+    ck = random_checkpoint(**PRESETS['qwen3-0.6b'], dtype=dtype, device='cuda')
+    return LLM(str(ck), dtype=str(dtype)[6:], device='cuda', num_kv_blocks=4096, max_model_len=4096, max_num_seqs=64, **kw)
+
+def sharing():
+    sp = SamplingParams(temperature=0, max_tokens=48, ignore_eos=True)
+    with llm06() as llm:
+        alone = [toks(llm, [p], sp)[0] for p in PROMPTS]
+        got, errors = {}, []
+        def worker(k):
+            try: got[k] = [toks(llm, PROMPTS, sp) for _ in range(3)]
+            except Exception as e: errors.append(repr(e))
+        ts = [threading.Thread(target=worker, args=(k,)) for k in range(2)]
+        for t in ts: t.start()
+        for t in ts: t.join()
+        threads_ok = not errors and all(r == alone for k in got for r in got[k])
+        s = llm.stream(PROMPTS[:4], sp)
+        first = [next(s), next(s)]
+        mid = toks(llm, PROMPTS[4:], sp)
+        streamed = {}
+        for c in first + list(s): streamed.setdefault(c.index, []).extend(c.token_ids)
+        stream_ok = [streamed[i] for i in range(4)] == alone[:4] and mid == alone[4:]
+        free = llm.engine.block_manager.all_free()
+    R['sharing'] = dict(threads_identical=threads_ok, errors=errors, open_stream_identical=stream_ok, blocks_free=free)
+    log('sharing:', R['sharing'])
+
+def seeded():
+    sps = [SamplingParams(temperature=0.8, top_p=0.95, seed=i, max_tokens=64, ignore_eos=True) for i in range(4)]
+    crowd = [SamplingParams(temperature=1.0, max_tokens=64, ignore_eos=True)] * 4
+    out = {}
+    for k in (0, 3):
+        with llm06(speculative_tokens=k) as llm:
+            out[k, 'alone'] = [toks(llm, [p], sp)[0] for p, sp in zip(PROMPTS[:4], sps)]
+            out[k, 'batch'] = toks(llm, PROMPTS[:4] + PROMPTS[4:], sps + crowd)[:4]
+            if k: out['accepted'] = llm.engine.stepper.accepted
+    ref = out[0, 'alone']
+    R['seeded'] = {f'{k} {m}': sum(a == b for a, b in zip(v, ref)) for (k, m), v in
+                   ((key, v) for key, v in out.items() if key != 'accepted')}
+    R['seeded']['drafts_accepted'] = out['accepted']
+    log('seeded (of 4, == no speculation alone):', R['seeded'])
+
+def memory():
+    base = torch.cuda.memory_allocated()
+    llm = llm06(torch.bfloat16, gpu_memory_utilization=0.9)
+    llm.generate(PROMPTS, SamplingParams(temperature=0, max_tokens=8), use_tqdm=False)
+    held = torch.cuda.memory_allocated() - base
+    del llm                                                      # no gc.collect(): nothing may keep it alive
+    after = torch.cuda.memory_allocated() - base
+    llm = llm06(torch.bfloat16, gpu_memory_utilization=0.9)
+    ok = len(toks(llm, PROMPTS[:1], SamplingParams(temperature=0, max_tokens=8))[0]) == 8
+    R['memory'] = dict(allocated_gib_while_held=held / 2**30, allocated_gib_after_del=after / 2**30, second_llm_ok=ok)
+    log('memory:', R['memory'])
+    llm.close()
+
+SECTIONS = dict(fp32=fp32, sharing=sharing, seeded=seeded, memory=memory)
+only = [a.split('=', 1)[1].split(',') for a in sys.argv if a.startswith('--only=')]
+for fn in [f for k, f in SECTIONS.items() if not only or k in only[0]]: run_section(fn, R, save)
+log('done; errors in:', list(R['errors']) or 'none')
