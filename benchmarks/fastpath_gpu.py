@@ -27,12 +27,11 @@ import minillm.quant as Q
 import minillm.kernels.fused as FK
 import minillm.kernels.gemv as GV
 import minillm.kernels.attention as A
-from minillm.engine import LLM
-from minillm.sampling import SamplingParams
+from minillm import LLM, SamplingParams
 from minillm.loading import random_checkpoint, PRESETS
 from minillm.profiling import profile_engine
 from minillm.kernels.gemv import use_fused_kernels
-from minillm.cuda_graphs import DecodeGraphs
+from minillm.cuda_graphs import capture_graph
 from minillm.bench import measure_bandwidth, weight_bytes, model_config
 from graph_timing import graph_us as gtime      # benchmarks/graph_timing.py
 
@@ -138,20 +137,46 @@ def step_ms(fn, n=50):
     for _ in range(n): fn()
     torch.cuda.synchronize(); return (time.perf_counter() - t0) / n * 1e3
 
+def packed_decode(eng, b):
+    """A real decode step of `b` sequences (256-token prompts, a few tokens generated), packed where graph
+    ('decode', b) reads it, its block tables copied as `GraphBank.replay` does; the request ids, to abort."""
+    sp = SamplingParams(temperature=0, max_tokens=64, ignore_eos=True)
+    ids = [('step', i) for i in range(b)]
+    for i, rid in enumerate(ids): eng.add_request(rid, list(range(1000 + i, 1256 + i)), sp)
+    running = eng.scheduler.running
+    while len(running) < b or any(len(s.output_ids) < 3 for s in running): eng.step()
+    eng.stepper.drain(eng)                                   # the tokens of an overlapped step
+    sched = eng.scheduler.schedule().scheduled
+    assert len(sched) == b and all(n == 1 for _, n in sched)
+    batch = eng.runner.pack(sched, eng.block_manager)       # padded to bucket b
+    assert batch.padded and batch.block_tables.shape[0] == b
+    eng.runner.graphs.tables[:b, :batch.block_tables.shape[1]] = batch.block_tables
+    return ids
+
+def recaptured(r, b):
+    "The engine's decode step of bucket `b` (the static batch its graph reads) recaptured: (graph, logits)."
+    return capture_graph(lambda: r.forward(r.graphs.static['decode', b]), r.graphs.pool)
+
 def step_table(variants):
     "ms per graphed Qwen3-0.6B decode step at batch 1, 8 and 64 for each `(label, setup)`: `setup()`, then recapture."
     llm = llm06()
+    eng = llm.engine
     llm.generate([list(range(1000, 1256))] * 64, SamplingParams(temperature=0, max_tokens=4, ignore_eos=True), use_tqdm=False)
-    G, out = llm.runner.graphs, {}
-    for label, setup in variants:
-        setup()
-        G2 = DecodeGraphs(llm.runner, 64, G.tables.shape[1])
-        out[label] = {b: step_ms(G2.graphs[b].replay) for b in (1, 8, 64)}
-        del G2; torch.cuda.empty_cache()
+    out = {label: {} for label, _ in variants}
+    for b in (1, 8, 64):
+        ids = packed_decode(eng, b)
+        for label, setup in variants:
+            setup()
+            g = recaptured(eng.runner, b)[0]
+            out[label][b] = step_ms(g.replay)
+            del g
+            torch.cuda.empty_cache()
+        eng.abort_request(ids)
     return out
 
 def steps():
-    R['step_ms'] = step_table([(f'gemv={on}', lambda on=on: use_fused_kernels(llm06().model, gemv=on)) for on in (False, True)])
+    use = lambda on: use_fused_kernels(llm06().engine.model, gemv=on)
+    R['step_ms'] = step_table([(f'gemv={on}', lambda on=on: use(on)) for on in (False, True)])
     log('graph step ms (fused ops):', R['step_ms'])
 
 def pdl():
@@ -193,16 +218,21 @@ def rmsnorm():
     def cuda_norm(x, w, eps, residual=None):
         return RN.rms_norm(x, w, eps) if residual is None else RN.fused_add_rms_norm(x, residual, w, eps)
     llm = llm06()
+    eng = llm.engine
     llm.generate([list(range(1000, 1256))] * 64, SamplingParams(temperature=0, max_tokens=4, ignore_eos=True), use_tqdm=False)
-    G, out, logits = llm.runner.graphs, {}, {}
-    for name, k in (('triton', FK.rms_norm), ('cuda', cuda_norm)):
-        for m in llm.model.modules():
-            if isinstance(m, RMSNorm): m.kernel = k
-        G2 = DecodeGraphs(llm.runner, 64, G.tables.shape[1])
-        out[name] = {b: step_ms(G2.graphs[b].replay) for b in (1, 64)}
-        logits[name] = G2.outputs[64].float().clone()
-        del G2; torch.cuda.empty_cache()
-    for m in llm.model.modules():
+    out, logits = {'triton': {}, 'cuda': {}}, {}
+    for b in (1, 64):
+        ids = packed_decode(eng, b)
+        for name, k in (('triton', FK.rms_norm), ('cuda', cuda_norm)):
+            for m in eng.model.modules():
+                if isinstance(m, RMSNorm): m.kernel = k
+            g, o = recaptured(eng.runner, b)
+            out[name][b] = step_ms(g.replay)
+            if b == 64: logits[name] = o.float().clone()
+            del g, o
+            torch.cuda.empty_cache()
+        eng.abort_request(ids)
+    for m in eng.model.modules():
         if isinstance(m, RMSNorm): m.kernel = FK.rms_norm
     out['max_rel_logit_diff_b64'] = ((logits['cuda'] - logits['triton']).abs().max() / logits['triton'].abs().max()).item()
     R['rmsnorm_engine'] = out
@@ -225,21 +255,26 @@ def prefill():
     # the eager forward alone on 1024 packed tokens (16 per sequence): CPU-bound? with and without the Triton fused ops
     from minillm.scheduler import Sequence
     seqs = [Sequence(10**6 + i, p[:16], one) for i, p in enumerate(ps)]
-    for q in seqs: llm.block_manager.allocate(q.seq_id, q.token_ids, 16)
+    eng = llm.engine
+    bm = eng.block_manager
+    for q in seqs: bm.allocate(q.seq_id, q.token_ids, 16)
     sched = [(q, 16) for q in seqs]
-    r, out = llm.runner, {}
+    r, out = eng.runner, {}
     for fused in (True, False):
-        use_fused_kernels(llm.model, fused)
-        ids, pos, attn, rows, _ = r.prepare(sched); r.forward(ids, pos, attn, rows)
-        t = [timed(lambda: r.forward(ids, pos, attn, rows))[1] * 1e3 for _ in range(5)]
+        use_fused_kernels(eng.model, fused)
+        batch = r.pack(sched, bm)                          # 'mixed': no graph, eager
+        r.forward(batch)
+        t = [timed(lambda: r.forward(batch))[1] * 1e3 for _ in range(5)]
         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-            r.forward(ids, pos, attn, rows); torch.cuda.synchronize()
+            r.forward(batch); torch.cuda.synchronize()
         gpu = sum(e.self_device_time_total for e in prof.key_averages()) / 1e3
-        t0 = time.perf_counter(); r.prepare(sched); prep = (time.perf_counter() - t0) * 1e3
+        t0 = time.perf_counter()
+        r.pack(sched, bm)
+        prep = (time.perf_counter() - t0) * 1e3
         out[f'fused={fused}'] = dict(forward_ms=statistics.median(t), gpu_ms=gpu, prepare_ms=prep)
         log(f"eager forward of 1024 tokens, fused={fused}: {statistics.median(t):.2f} ms wall, {gpu:.2f} ms of GPU kernels; prepare {prep:.2f} ms")
-    use_fused_kernels(llm.model)
-    for q in seqs: llm.block_manager.free(q.seq_id)
+    use_fused_kernels(eng.model)
+    for q in seqs: bm.free(q.seq_id)
     R['prefill']['eager_forward'] = out
 
 def e2e():
@@ -275,8 +310,8 @@ def int8_8b():
         off = [timed(lambda: llm.generate(ps, sp, use_tqdm=False))[1] for _ in range(3)]
         llm.config.overlap = True
         dts = [timed(lambda: llm.generate(ps, sp, use_tqdm=False))[1] for _ in range(3)]
-        wb = weight_bytes(cfg, 2) if q is None else weight_bytes(cfg, 2) - sum(
-            t.numel() for m in llm.model.modules() if isinstance(m, Q.QuantLinear) for t in [m.weight])  # int8: 1 byte per weight
+        quant = [m.weight for m in llm.engine.model.modules() if isinstance(m, Q.QuantLinear)]
+        wb = weight_bytes(cfg, 2) - sum(t.numel() for t in quant)   # int8: 1 byte per weight
         floor_ms = wb / bw * 1e3
         out[q or 'bf16'] = dict(tok_s=128 / statistics.median(dts), ms_per_token=statistics.median(dts) / 128 * 1e3, floor_ms=floor_ms,
                                 weight_bytes=wb, times=dts, tok_s_no_overlap=128 / statistics.median(off))

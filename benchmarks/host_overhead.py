@@ -7,6 +7,12 @@ Prints: (1) ms per decode step of a 64 x 256 -> 128 greedy run through the graph
 logits), and the same at batch 1; (2) ms of one scheduling pass admitting 64 prompts found in the prefix cache;
 (3) ms to prepare one eager step of 64 uncached 256-token prompts; (4) µs per call of the attention and fused-op
 launchers with the Triton launch stubbed.
+
+The stand-ins: the runner's `forward` (an instance attribute on `llm.engine.runner`) returns rows of
+`fake`, one per sample row of the batch it is given, so a step still packs its batch, and a decode step
+still goes through the emulated graph bank's `replay` (table copy, replay count); the bank's 'prefill'
+buckets are emptied so that prompts take the eager path. The engine's `max_num_batched_tokens` is
+64 x 256, so that the runner's input buffers (sized from it) hold the 64 x 256-token step of (3).
 """
 import os
 os.environ.setdefault('TRITON_INTERPRET', '1')
@@ -21,10 +27,10 @@ def best_of(fn, n=5):
     return min(ts)
 
 fake = torch.randn(256, 16)                               # logits of a 16-token vocabulary: sampling costs ~nothing
-llm = LLM('tiny-qwen3', cuda_graphs='emulate', dtype='float32')
-llm.runner.graphs.replay = lambda b, B: fake[:B]
-llm.runner.forward = lambda ids, pos, attn, rows: fake[:len(rows)]
-llm.runner.prefill_graphs = None                          # its emulated replay would run the model: prompts go the eager way
+llm = LLM('tiny-qwen3', cuda_graphs='emulate', dtype='float32', max_num_batched_tokens=64 * 256)
+eng = llm.engine
+eng.runner.forward = lambda batch: fake[:batch.sample_rows.shape[0]]   # the model: logits of the sample rows
+eng.runner.graphs.buckets['prefill'] = []                 # no prefill bucket fits: prompts go the eager way
 sp = SamplingParams(max_tokens=128, ignore_eos=True, temperature=0)
 for B in (64, 1):
     prompts = [[(i * 7 + j) % 1000 + 10 for j in range(256)] for i in range(B)]
@@ -32,17 +38,18 @@ for B in (64, 1):
     if B == 64: prompts64 = prompts                       # now in the prefix cache
     print(f"decode bookkeeping, batch {B:2}: {best_of(lambda: llm.generate(prompts, sp, use_tqdm=False)) / 128 * 1e3:.3f} ms per step")
 
-r, bm = llm.runner, llm.block_manager
+r, bm, sched = eng.runner, eng.block_manager, eng.scheduler
 def admit():                                              # one scheduling pass admitting 64 prompts the cache holds
     seqs = [Sequence(10**7 + i, list(p), sp) for i, p in enumerate(prompts64)]
-    for s in seqs: llm.scheduler.add(s)
-    t0 = time.perf_counter(); llm.scheduler.schedule(); dt = time.perf_counter() - t0
-    for s in seqs: llm.scheduler.finish(s, 'abort')
+    for s in seqs: sched.add(s)
+    t0 = time.perf_counter(); sched.schedule(); dt = time.perf_counter() - t0
+    for s in seqs: sched.finish(s, 'abort')
     return dt
 print(f"admission of 64 cached 256-token prompts: {min(admit() for _ in range(5)) * 1e3:.2f} ms")
 seqs = [Sequence(10**6 + i, [(i * 13 + j) % 5000 for j in range(256)], sp) for i in range(64)]
 for s in seqs: bm.allocate(s.seq_id, s.token_ids, 256)
-print(f"eager step inputs, 64 x 256 tokens: {best_of(lambda: r.prepare([(s, 256) for s in seqs])) * 1e3:.2f} ms")
+pack = lambda: r.pack([(s, 256) for s in seqs], bm)
+print(f"eager step inputs, 64 x 256 tokens: {best_of(pack) * 1e3:.2f} ms")
 for s in seqs: bm.free(s.seq_id)
 
 class Stub:                                               # `kernel[grid](...)` that launches nothing

@@ -18,17 +18,17 @@ Sections:
   tiles     more int8 tiles with their chunk counts: for every product, for down (K = 12288) alone, for the head alone
 Writes int8_step_gpu.json to $OUT if set, else to benchmarks/results/.
 """
-import gc, sys, math, time, types, traceback, statistics
+import gc, sys, time, types, traceback, statistics
 import torch
 import triton
 import triton.language as tl
 import minillm.quant as Q
 import minillm.kernels.gemv as GV
 import minillm.kernels.attention as A
-from minillm.engine import LLM
-from minillm.sampling import SamplingParams
+from minillm import LLM, SamplingParams
 from minillm.loading import random_checkpoint, PRESETS
-from minillm.cuda_graphs import DecodeGraphs, PrefillGraphs
+from minillm.scheduler import Sequence
+from minillm.cuda_graphs import capture_graph, graphs_plugin
 from graph_timing import graph_us      # benchmarks/graph_timing.py
 
 from bench_io import log, saver, run_section     # benchmarks/bench_io.py
@@ -58,8 +58,8 @@ CONFIGS0, HEADS = list(Q._CONFIGS), {}
 def apply(llm, pdl=True, tc_wide=False, bf16_head=False, fused=False, cfg=None, fcfg=None, pre=None, swiglu=False, dense_pre=None,
           store=True):
     "Set the switches on `llm`'s model; the defaults are the engine as it is."
-    m = llm.model
-    llm.runner.store = None if store else A.store_kv       # the decode kernel stores the new K/V, or store_kv does
+    m = llm.engine.model
+    llm.engine.runner.store = None if store else A.store_kv   # the new K/V: by the decode kernel, or store_kv
     OPT.update(pdl=pdl, cfg=cfg, fcfg=fcfg, pre=pre, dense_pre=dense_pre)
     Q._CONFIGS[:] = CONFIGS0
     if tc_wide: Q._CONFIGS[0] = (1, CONFIGS0[0][1], (16, 64, 256, 4, 3))     # one row, wide: the tensor-core kernel
@@ -80,29 +80,33 @@ def _mlp_swiglu(self, x):
 
 def step_ms(llm, n=100, blocks=3, ctx=320):
     "ms per replay of a freshly captured batch-1 decode graph at position `ctx` (blocks of its own): the median of `blocks` runs of `n` replays."
-    r, bm = llm.runner, llm.block_manager
-    assert bm.allocate('step_ms', list(range(1000, 1001 + ctx)), ctx + 1), 'no KV blocks left'   # no prefix-cache hit
-    G = DecodeGraphs(r, 1, r.graphs.tables.shape[1])
-    tab = bm.block_table('step_ms')
-    G.tables[0, :len(tab)] = torch.tensor(tab, dtype=torch.int32)
-    G.stage[2] = ctx                                         # bucket 1: stage[2] is the position of row 0
-    g = G.graphs[1]
+    eng = llm.engine
+    r, bm, G = eng.runner, eng.block_manager, eng.runner.graphs
+    seq = Sequence('step_ms', list(range(1000, 1001 + ctx)), SP)
+    assert bm.allocate(seq.seq_id, seq.token_ids, ctx + 1), 'no KV blocks left'   # no prefix-cache hit
+    seq.num_computed = ctx                                   # one new token, at position ctx
+    batch = r.pack([(seq, 1)], bm)                           # where graph ('decode', 1) reads it
+    assert batch.padded and batch.kind == 'decode'
+    G.tables[:1, :batch.block_tables.shape[1]] = batch.block_tables   # as `GraphBank.replay` does
+    g = capture_graph(lambda: r.forward(G.static['decode', 1]), G.pool)[0]   # the engine's step, recaptured
     for _ in range(5): g.replay()
     dts = []
     for _ in range(blocks):
         torch.cuda.synchronize(); t0 = time.perf_counter()
         for _ in range(n): g.replay()
         torch.cuda.synchronize(); dts.append((time.perf_counter() - t0) / n * 1e3)
-    del G, g; torch.cuda.empty_cache(); bm.free('step_ms')
+    del g
+    torch.cuda.empty_cache()
+    bm.free(seq.seq_id)
     return statistics.median(dts)
 
 def regraph(llm):
-    "Capture the engine's decode and prefill graphs again (after a switch)."
-    r, c = llm.runner, llm.config
-    r.graphs = r.prefill_graphs = None; gc.collect(); torch.cuda.empty_cache()
-    w = math.ceil(llm.max_model_len / c.block_size)
-    r.graphs = DecodeGraphs(r, c.max_num_seqs, w)
-    r.prefill_graphs = PrefillGraphs(r, c.max_num_batched_tokens, w, pool=r.graphs.pool)
+    "Capture the engine's decode and prefill graphs again (after a switch), as the CUDA graphs plugin does."
+    eng = llm.engine
+    eng.runner.graphs = None
+    gc.collect()
+    torch.cuda.empty_cache()
+    graphs_plugin(eng)                                       # a new GraphBank, and a new OverlapStep
 
 PS = [torch.randint(0, 151643, (256,), generator=torch.Generator().manual_seed(2)).tolist()]
 SP = SamplingParams(temperature=0, max_tokens=128, ignore_eos=True)
@@ -189,11 +193,11 @@ def run_prefetch(llm, kind, base_kw):
     for name, which in PF.items():
         label = f'prefetch {name}'
         try:
-            apply(llm, **base_kw); add_prefetch(llm.model, which); res[label] = step_ms(llm)
+            apply(llm, **base_kw); add_prefetch(llm.engine.model, which); res[label] = step_ms(llm)
             log(f"{kind:5} {label:32} {res[label]:.3f} ms")
         except Exception:
             R['errors'][f'{kind} {label}'] = traceback.format_exc(); log('FAILED', kind, label); print(traceback.format_exc())
-        drop_prefetch(llm.model); save()
+        drop_prefetch(llm.engine.model); save()
 
 def chain():
     "36 layers of the four int8 products alone (distinct weights), one CUDA graph: µs per layer, per variant."
@@ -276,7 +280,7 @@ for kind, q, variants in (('bf16', None, BF16), ('int8', 'int8', INT8)):
     if not {'variants', 'ablations', 'prefetch', 'pre', 'tiles'} & set(only): break
     llm = LLM(str(ck), quantization=q, **KW)
     llm.generate(PS, SamplingParams(temperature=0, max_tokens=8, ignore_eos=True), use_tqdm=False)
-    if q is None: HEADS['bf16'] = llm.model.lm_head
+    if q is None: HEADS['bf16'] = llm.engine.model.lm_head
     res = run_variants(llm, kind, variants if 'variants' in only else variants[:1])
     if q and 'ablations' in only: run_variants(llm, kind, ABLATIONS)
     if not q and 'pre' in only: run_variants(llm, kind, BF16_PRE)

@@ -8,8 +8,7 @@ Writes profile_8b_gpu.json to $OUT if set, else to benchmarks/results/.
 import os, gc, json
 import torch
 import minillm.kernels.attention as A
-from minillm.engine import LLM
-from minillm.sampling import SamplingParams
+from minillm import LLM, SamplingParams
 from minillm.loading import random_checkpoint, PRESETS
 from minillm.profiling import profile_engine
 

@@ -15,8 +15,7 @@ import sys, time, statistics
 import torch
 import torch.nn.functional as F
 import minillm.kernels.gemv as GV
-from minillm.engine import LLM
-from minillm.sampling import SamplingParams
+from minillm import LLM, SamplingParams
 from minillm.loading import random_checkpoint, PRESETS
 from graph_timing import graph_us as gtime      # benchmarks/graph_timing.py
 
@@ -72,13 +71,42 @@ def replay_ms(g, n=50):
     for _ in range(n): g.replay()
     torch.cuda.synchronize(); return (time.perf_counter() - t) / n * 1e3
 
+def packed(eng, b, k):
+    """Request ids of `b` decoding sequences, and functions that pack their decode step and their verify
+    step (`k` drafts each) where graph ('decode', b) and ('verify', b) read it."""
+    r, G = eng.runner, eng.runner.graphs
+    sp = SamplingParams(temperature=0, max_tokens=64, ignore_eos=True)
+    ids = [('steps', i) for i in range(b)]
+    for i, rid in enumerate(ids): eng.add_request(rid, list(range(1000 + i, 1256 + i)), sp)
+    running = eng.scheduler.running
+    while len(running) < b or any(len(s.output_ids) < 3 for s in running): eng.step()
+    eng.stepper.drain(eng)                                   # the tokens of an overlapped step
+    sched = eng.scheduler.schedule().scheduled
+    assert len(sched) == b and all(n == 1 for _, n in sched)
+    def place(batch):                                # the block tables, as `GraphBank.replay` copies them
+        assert batch.padded, batch.kind
+        G.tables[:b, :batch.block_tables.shape[1]] = batch.block_tables
+    def decode(): place(r.pack(sched, eng.block_manager))
+    drafts = [[s.token_ids[-1]] * k for s, _ in sched]
+    ok = all(eng.scheduler.lookahead(s, d) for (s, _), d in zip(sched, drafts))   # the drafts' cache slots
+    assert ok, 'no KV blocks for the drafts'
+    def verify(): place(r.pack(sched, eng.block_manager, drafts=drafts))
+    return ids, decode, verify
+
 def steps():
     res = []
     for k in (1, 3):
         llm = engine(k)
+        eng = llm.engine
         llm.generate([list(range(1000, 1256))] * 64, SamplingParams(temperature=0, max_tokens=4, ignore_eos=True), use_tqdm=False)
+        G = eng.runner.graphs
         for b in (1, 8, 64):
-            r = dict(k=k, batch=b, decode_ms=replay_ms(llm.runner.graphs.graphs[b]), verify_ms=replay_ms(llm.speculator.graphs.graphs[b]))
+            ids, decode, verify = packed(eng, b, k)
+            decode()
+            decode_ms = replay_ms(G.graphs['decode', b])
+            verify()
+            r = dict(k=k, batch=b, decode_ms=decode_ms, verify_ms=replay_ms(G.graphs['verify', b]))
+            eng.abort_request(ids)
             res.append(r); log(f"k={k} batch {b:2}: decode step {r['decode_ms']:.3f} ms, verify step ({k + 1} rows a sequence) {r['verify_ms']:.3f} ms")
         del llm; torch.cuda.empty_cache()
     R['steps'] = res
@@ -88,7 +116,7 @@ def e2e():
     res = []
     for k in KS:
         llm = engine(k)
-        spec, wall = llm.speculator, [0.0]
+        spec, wall = llm.engine.stepper if k else None, [0.0]   # the SpeculativeStep strategy
         if spec is not None:                                     # wall time of each verify step (GPU + host)
             def timed(*a, _f=spec.verify):
                 t = time.perf_counter(); out = _f(*a); wall[0] += time.perf_counter() - t; return out
