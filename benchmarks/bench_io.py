@@ -21,3 +21,23 @@ def run_section(fn, results, save, name=None):
     except Exception:
         results['errors'][name] = traceback.format_exc(); log('FAILED', name); print(results['errors'][name])
     save()
+
+def decoding(eng, b: int, tag: str = 'bench'):
+    """`b` requests of 256-token prompts added to engine `eng` and stepped until all are decoding: their ids (to abort
+    afterwards) and the scheduled decode step of all of them, ready to pack."""
+    from minillm import SamplingParams
+    sp = SamplingParams(temperature=0, max_tokens=64, ignore_eos=True)
+    ids = [(tag, i) for i in range(b)]
+    for i, rid in enumerate(ids): eng.add_request(rid, list(range(1000 + i, 1256 + i)), sp)
+    running = eng.scheduler.running
+    while len(running) < b or any(len(s.output_ids) < 3 for s in running): eng.step()
+    eng.stepper.drain(eng)                                   # the tokens of an overlapped step
+    sched = eng.scheduler.schedule().scheduled
+    assert len(sched) == b and all(n == 1 for _, n in sched)
+    return ids, sched
+
+def place(eng, batch):
+    "Copy a batch packed for a graph into the graph bank's static block table, as `GraphBank.replay` does."
+    assert batch.padded, batch.kind
+    S, w = batch.block_tables.shape
+    eng.runner.graphs.tables[:S, :w] = batch.block_tables

@@ -35,7 +35,7 @@ from minillm.cuda_graphs import capture_graph
 from minillm.bench import measure_bandwidth, weight_bytes, model_config
 from graph_timing import graph_us as gtime      # benchmarks/graph_timing.py
 
-from bench_io import log, saver, run_section     # benchmarks/bench_io.py
+from bench_io import log, saver, run_section, decoding, place     # benchmarks/bench_io.py
 
 R = dict(argv=sys.argv, errors={})
 save = saver(R, 'fastpath_gpu')
@@ -138,19 +138,9 @@ def step_ms(fn, n=50):
     torch.cuda.synchronize(); return (time.perf_counter() - t0) / n * 1e3
 
 def packed_decode(eng, b):
-    """A real decode step of `b` sequences (256-token prompts, a few tokens generated), packed where graph
-    ('decode', b) reads it, its block tables copied as `GraphBank.replay` does; the request ids, to abort."""
-    sp = SamplingParams(temperature=0, max_tokens=64, ignore_eos=True)
-    ids = [('step', i) for i in range(b)]
-    for i, rid in enumerate(ids): eng.add_request(rid, list(range(1000 + i, 1256 + i)), sp)
-    running = eng.scheduler.running
-    while len(running) < b or any(len(s.output_ids) < 3 for s in running): eng.step()
-    eng.stepper.drain(eng)                                   # the tokens of an overlapped step
-    sched = eng.scheduler.schedule().scheduled
-    assert len(sched) == b and all(n == 1 for _, n in sched)
-    batch = eng.runner.pack(sched, eng.block_manager)       # padded to bucket b
-    assert batch.padded and batch.block_tables.shape[0] == b
-    eng.runner.graphs.tables[:b, :batch.block_tables.shape[1]] = batch.block_tables
+    "A real decode step of `b` sequences packed where graph ('decode', b) reads it; the request ids, to abort."
+    ids, sched = decoding(eng, b, 'step')
+    place(eng, eng.runner.pack(sched, eng.block_manager))     # padded to bucket b
     return ids
 
 def recaptured(r, b):

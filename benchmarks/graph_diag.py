@@ -1,8 +1,9 @@
 """Where does a replayed decode step spend its time? Times replay alone, the buffer fill, and lists the top
-kernels of one replay with torch.profiler. Run: PYTHONPATH=. python3 benchmarks/graph_diag.py"""
+kernels of one replay with torch.profiler. Run: PYTHONPATH=.:benchmarks python3 benchmarks/graph_diag.py"""
 import time, torch
 from minillm import LLM, SamplingParams
 from minillm.loading import random_checkpoint, PRESETS
+from bench_io import decoding, place                # benchmarks/bench_io.py
 ck = random_checkpoint(**PRESETS['qwen3-0.6b'], dtype=torch.bfloat16, device='cuda')
 llm = LLM(str(ck), dtype='bfloat16', device='cuda', gpu_memory_utilization=0.5)
 llm.generate([list(range(100, 356))], SamplingParams(temperature=0, max_tokens=8, ignore_eos=True), use_tqdm=False)
@@ -10,29 +11,22 @@ eng = llm.engine
 G = eng.runner.graphs
 
 def packed_decode(b):
-    "A real decode step of `b` sequences, packed where graph ('decode', b) reads it; abort ('diag', i) after."
-    sp = SamplingParams(temperature=0, max_tokens=64, ignore_eos=True)
-    for i in range(b): eng.add_request(('diag', i), list(range(1000 + i, 1256 + i)), sp)
-    running = eng.scheduler.running
-    while len(running) < b or any(len(s.output_ids) < 3 for s in running): eng.step()
-    eng.stepper.drain(eng)                                   # the tokens of an overlapped step
-    sched = eng.scheduler.schedule().scheduled
-    assert len(sched) == b and all(n == 1 for _, n in sched)
-    batch = eng.runner.pack(sched, eng.block_manager)       # padded to bucket b
-    G.tables[:b, :batch.block_tables.shape[1]] = batch.block_tables   # as `GraphBank.replay` does
-    return batch
+    "A real decode step of `b` sequences, packed where graph ('decode', b) reads it; its request ids."
+    ids, sched = decoding(eng, b, 'diag')
+    place(eng, eng.runner.pack(sched, eng.block_manager))
+    return ids
 
 for b in (1, 64):
-    packed_decode(b)
+    ids = packed_decode(b)
     g = G.graphs['decode', b]
     for _ in range(3): g.replay()
     torch.cuda.synchronize(); t0 = time.perf_counter()
     for _ in range(50): g.replay()
     torch.cuda.synchronize(); print(f"bucket {b}: replay {(time.perf_counter() - t0) / 50 * 1e3:.3f} ms", flush=True)
-    eng.abort_request([('diag', i) for i in range(b)])
+    eng.abort_request(ids)
 from torch.profiler import profile, ProfilerActivity
-packed_decode(1)
+ids = packed_decode(1)
 with profile(activities=[ProfilerActivity.CUDA]) as prof:
     G.graphs['decode', 1].replay(); torch.cuda.synchronize()
-eng.abort_request([('diag', 0)])
+eng.abort_request(ids)
 print(prof.key_averages().table(sort_by='cuda_time_total', row_limit=12))

@@ -19,7 +19,7 @@ from minillm import LLM, SamplingParams
 from minillm.loading import random_checkpoint, PRESETS
 from graph_timing import graph_us as gtime      # benchmarks/graph_timing.py
 
-from bench_io import log, saver, run_section     # benchmarks/bench_io.py
+from bench_io import log, saver, run_section, decoding, place     # benchmarks/bench_io.py
 
 R = dict(argv=sys.argv, errors={})
 save = saver(R, 'speculative_gpu')
@@ -74,23 +74,12 @@ def replay_ms(g, n=50):
 def packed(eng, b, k):
     """Request ids of `b` decoding sequences, and functions that pack their decode step and their verify
     step (`k` drafts each) where graph ('decode', b) and ('verify', b) read it."""
-    r, G = eng.runner, eng.runner.graphs
-    sp = SamplingParams(temperature=0, max_tokens=64, ignore_eos=True)
-    ids = [('steps', i) for i in range(b)]
-    for i, rid in enumerate(ids): eng.add_request(rid, list(range(1000 + i, 1256 + i)), sp)
-    running = eng.scheduler.running
-    while len(running) < b or any(len(s.output_ids) < 3 for s in running): eng.step()
-    eng.stepper.drain(eng)                                   # the tokens of an overlapped step
-    sched = eng.scheduler.schedule().scheduled
-    assert len(sched) == b and all(n == 1 for _, n in sched)
-    def place(batch):                                # the block tables, as `GraphBank.replay` copies them
-        assert batch.padded, batch.kind
-        G.tables[:b, :batch.block_tables.shape[1]] = batch.block_tables
-    def decode(): place(r.pack(sched, eng.block_manager))
+    ids, sched = decoding(eng, b, 'steps')
+    def decode(): place(eng, eng.runner.pack(sched, eng.block_manager))
     drafts = [[s.token_ids[-1]] * k for s, _ in sched]
     ok = all(eng.scheduler.lookahead(s, d) for (s, _), d in zip(sched, drafts))   # the drafts' cache slots
     assert ok, 'no KV blocks for the drafts'
-    def verify(): place(r.pack(sched, eng.block_manager, drafts=drafts))
+    def verify(): place(eng, eng.runner.pack(sched, eng.block_manager, drafts=drafts))
     return ids, decode, verify
 
 def steps():

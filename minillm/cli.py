@@ -61,11 +61,12 @@ def generate_cmd(args):
     from minillm import LLM, SamplingParams
     llm = LLM(args.model, dtype=args.dtype, device=args.device, speculative_tokens=args.speculative_tokens)
     params = SamplingParams(temperature=args.temperature, top_p=args.top_p, seed=args.seed, max_tokens=args.max_tokens)
-    print(args.prompt, end='', flush=True)
     t0, n = time.perf_counter(), 0
     for out in llm.stream(args.prompt, params):
-        if out.error: raise ValueError(out.error)
-        print(out.text, end='', flush=True); n += len(out.token_ids)
+        if out.error: raise ValueError(out.error)                  # before anything is printed
+        if n == 0: print(args.prompt, end='', flush=True)
+        print(out.text, end='', flush=True)
+        n += len(out.token_ids)
     dt = time.perf_counter() - t0
     print()
     print(f"[{n} tokens in {dt:.2f} s, {n/dt:.1f} tokens/s]", file=sys.stderr)

@@ -78,7 +78,7 @@ class OverlapStep(PlainStep):
     "Launch a greedy decode step before reading the tokens of the one in flight."
     def __init__(self, runner):
         n, cuda = runner.sampled.shape[0], runner.device.type == 'cuda'
-        self.host = torch.zeros(2, n, dtype=torch.long, pin_memory=cuda)     # the tokens of two steps
+        self.host = torch.zeros(2, n, dtype=torch.long, device='cpu', pin_memory=cuda)   # tokens of two steps
         self.done = [torch.cuda.Event() if cuda else None for _ in range(2)]
         self.turn, self.inflight, self.launched = 0, None, 0          # inflight: (sequences, turn)
 

@@ -12,8 +12,8 @@ from .config import ModelConfig, load_config
 from .model import QwenForCausalLM
 
 # %% auto #0
-__all__ = ['DEFAULT_MODEL', 'QUANTIZATIONS', 'PRESETS', 'resolve_checkpoint', 'resolve_dtype', 'resolve_device', 'load_model',
-           'random_checkpoint', 'default_checkpoint']
+__all__ = ['DEFAULT_MODEL', 'QUANTIZATIONS', 'PRESETS', 'resolve_checkpoint', 'auto_dtype', 'resolve_dtype', 'resolve_device',
+           'load_model', 'random_checkpoint', 'default_checkpoint']
 
 # %% ../nbs/04_loading.ipynb #e4c997b6
 DEFAULT_MODEL = 'tiny-qwen3'
@@ -84,20 +84,32 @@ def _plan(model: QwenForCausalLM, files: list) -> list:
 _DTYPES = {'float32': torch.float32, 'fp32': torch.float32, 'bfloat16': torch.bfloat16, 'bf16': torch.bfloat16,
            'float16': torch.float16, 'fp16': torch.float16, 'half': torch.float16}
 
+def auto_dtype(cfg: ModelConfig, device, capability=None) -> torch.dtype:
+    "float32 on the CPU; on a GPU the checkpoint's dtype, float16 for bfloat16 below compute capability 8.0."
+    device = torch.device(device)
+    if device.type == 'cpu': return torch.float32
+    dtype = _DTYPES.get(cfg.torch_dtype, torch.bfloat16)
+    capability = capability or torch.cuda.get_device_capability(device)
+    return torch.float16 if dtype == torch.bfloat16 and capability < (8, 0) else dtype
+
 def resolve_dtype(dtype, cfg: ModelConfig, device) -> torch.dtype:
     "A torch dtype from a dtype, one of the names in `_DTYPES`, or 'auto'."
     if isinstance(dtype, torch.dtype):
         if dtype in (torch.float32, torch.bfloat16, torch.float16): return dtype
-    elif dtype == 'auto': return torch.float32 if torch.device(device).type == 'cpu' else _DTYPES.get(cfg.torch_dtype, torch.bfloat16)
+    elif dtype == 'auto': return auto_dtype(cfg, device)
     elif dtype in _DTYPES: return _DTYPES[dtype]
     raise ValueError(f"dtype {dtype!r} is not supported; use 'auto', 'float32', 'bfloat16' or 'float16'")
 
 def resolve_device(device) -> torch.device:
-    "`None`/'auto' picks cuda when available."
+    "`None`/'auto' picks cuda when available; 'cpu', 'cuda' and 'cuda:N' are the devices minillm runs on."
     if device in (None, 'auto'): return torch.device('cuda' if torch.cuda.is_available() else 'cpu')
     try: device = torch.device(device)
-    except (RuntimeError, TypeError): raise ValueError(f"device {device!r} is not a valid torch device (e.g. 'cpu', 'cuda', 'cuda:1')") from None
-    if device.type == 'cuda' and not torch.cuda.is_available(): raise ValueError(f"device {str(device)!r} requested but CUDA is not available")
+    except (RuntimeError, TypeError):
+        raise ValueError(f"device {device!r} is not a valid torch device (e.g. 'cpu', 'cuda', 'cuda:1')") from None
+    if device.type not in ('cpu', 'cuda'):
+        raise ValueError(f"device {str(device)!r} is not supported: minillm runs on 'cpu' or 'cuda'")
+    if device.type == 'cuda' and not torch.cuda.is_available():
+        raise ValueError(f"device {str(device)!r} requested but CUDA is not available")
     return device
 
 QUANTIZATIONS = {}   # name -> quantize(model) in place; the int8 chapter registers 'int8'

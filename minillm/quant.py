@@ -9,10 +9,9 @@ from functools import lru_cache
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-if not torch.cuda.is_available(): os.environ.setdefault('TRITON_INTERPRET', '1')  # CPU: run kernels in Triton's interpreter
+from .kernels.gemv import _launch_gemv, GEMV_INT8_CONFIG     # (the kernel chapters choose the interpreter)
 import triton
 import triton.language as tl
-from .kernels.gemv import _launch_gemv, GEMV_INT8_CONFIG
 from .loading import QUANTIZATIONS
 
 # %% auto #0

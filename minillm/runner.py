@@ -85,7 +85,7 @@ class ModelRunner:
         self.spare_block = num_blocks       # never given to a request: padding rows point here
         self.store, self.attend = store_kv, attend_ref
         n = 5 * max_tokens + 2 * max_seqs + 1 + max_seqs * max_width
-        self.host = torch.zeros(n, dtype=torch.int32, pin_memory=cuda)
+        self.host = torch.zeros(n, dtype=torch.int32, device='cpu', pin_memory=cuda)
         self.host_np = self.host.numpy()
         self.inputs = torch.zeros(n, dtype=torch.int32, device=dev)
         self.copied = torch.cuda.Event() if cuda else None                # the last copy out of `host`

@@ -1,7 +1,8 @@
 """Runs every notebook in nbs/ through nbdev's test machinery (cells flagged with settings.ini's tst_flags are
 skipped), one pytest test per notebook, each in a fresh Python process so that no notebook's global state (grad
-mode, default device, imported kernels) reaches another; plus the checks that keep the exported library and the
-README in step with the notebooks."""
+mode, default device, imported kernels) reaches another, and with no environment that plain `nbdev_test` lacks
+(the kernel modules choose Triton's interpreter themselves); plus the checks that keep the exported library, the
+README and its figures in step with the notebooks."""
 import filecmp, shutil, subprocess, sys
 from pathlib import Path
 import pytest
@@ -10,9 +11,7 @@ from nbdev.config import get_config
 ROOT = Path(__file__).resolve().parent.parent
 NBS = sorted((ROOT/'nbs').glob('*.ipynb'))
 RUN = """
-import sys, os, torch
-# without CUDA, Triton kernels run through Triton's interpreter; the switch must be set before triton loads
-if not torch.cuda.is_available(): os.environ.setdefault('TRITON_INTERPRET', '1')
+import sys
 from pathlib import Path
 from nbdev.test import test_nb
 ok, secs = test_nb(Path(sys.argv[1]), skip_flags=sys.argv[2].split())
@@ -40,4 +39,9 @@ def test_library_matches_notebooks(tmp_path):
 
 def test_readme_matches_index():
     r = subprocess.run([sys.executable, str(ROOT/'tools'/'sync_readme.py'), '--check'], capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout
+
+def test_readme_figures():
+    "Each figure of the README's Results table is found in the notebook output or result file its row cites."
+    r = subprocess.run([sys.executable, str(ROOT/'tools'/'check_figures.py')], capture_output=True, text=True)
     assert r.returncode == 0, r.stdout

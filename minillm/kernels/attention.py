@@ -4,15 +4,35 @@
 
 # %% ../../nbs/10_triton_attention.ipynb #70ce9851
 from __future__ import annotations
-import functools, os, warnings
+import functools, os, sys, warnings
 import torch
-if not torch.cuda.is_available(): os.environ.setdefault('TRITON_INTERPRET', '1')
+
+def use_interpreter() -> bool:
+    "Without CUDA, run Triton kernels in Triton's interpreter, whatever imported triton first; True if so."
+    if torch.cuda.is_available() or os.environ.get('TRITON_INTERPRET') == '0': return False
+    os.environ['TRITON_INTERPRET'] = '1'            # read by `@triton.jit` when it decorates a kernel
+    if 'triton' not in sys.modules: return True
+    from triton.runtime.jit import JITFunction      # triton came first (torch._dynamo imports it): its own
+    from triton.runtime.interpreter import InterpretedFunction   # @jit functions (tl.sum, ...) are compiled kind
+    import triton.language as tl
+    done = {}
+    def interp(f): return done.setdefault(id(f), InterpretedFunction(f.fn))
+    mods = [m for n, m in list(sys.modules.items()) if m is not None and n.startswith('triton.language')]
+    for m in mods:
+        for k, v in list(vars(m).items()):
+            if isinstance(v, JITFunction): setattr(m, k, interp(v))
+    for k, v in list(vars(tl.tensor).items()):     # their member forms: x.sum(0)
+        if isinstance(v, JITFunction): setattr(tl.tensor, k, lambda *a, _f=interp(v), **kw: _f(*a, **kw))
+    return True
+
+use_interpreter()
 import triton
 import triton.language as tl
 from ..engine import PLUGINS
 
 # %% auto #0
-__all__ = ['USE_PDL', 'pdl_options', 'store_kv', 'paged_decode', 'paged_prefill', 'paged_attention', 'triton_plugin']
+__all__ = ['USE_PDL', 'use_interpreter', 'pdl_options', 'store_kv', 'paged_decode', 'paged_prefill', 'paged_attention',
+           'unsupported', 'triton_plugin']
 
 # %% ../../nbs/10_triton_attention.ipynb #11401de6
 _FLOATS = (torch.float16, torch.bfloat16, torch.float32)
@@ -89,7 +109,7 @@ def _store_kv_kernel(k_ptr, v_ptr, kc_ptr, vc_ptr, slot_ptr,
     n = tl.program_id(0)
     slot = tl.load(slot_ptr + n).to(tl.int64)
     h, d = tl.arange(0, HP), tl.arange(0, D)
-    m = (h < HKV)[:, None] & (slot >= 0)                                # slot -1: store nothing
+    m = (h < HKV)[:, None] & (tl.broadcast_to(slot, (HP, 1)) >= 0)      # slot -1: store nothing
     blk, off = slot // BS, slot % BS
     k = tl.load(k_ptr + n * s_kn + h[:, None] * s_kh + d[None, :], mask=m)  # [HP, D]
     v = tl.load(v_ptr + n * s_vn + h[:, None] * s_vh + d[None, :], mask=m)
@@ -352,13 +372,18 @@ def paged_attention(q, k_cache, v_cache, block_tables, context_lens, query_start
     return paged_prefill(q, k_cache, v_cache, block_tables, context_lens, query_start_loc, max_q_len, scale, out)
 
 # %% ../../nbs/10_triton_attention.ipynb #10e00002
+def unsupported(model) -> str | None:
+    "Why the Triton kernels cannot run `model`, or None."
+    d = model.config.head_dim
+    if not (16 <= d <= 256 and d & (d - 1) == 0):
+        return f"the Triton kernels need a head_dim that is a power of two in [16, 256]; this model's is {d}"
+
 def triton_plugin(engine):
     "Engine plugin: this chapter's kernels attend when `attention_backend` resolves to 'triton'."
     if engine.attention_backend != 'triton': return
-    d = engine.model.config.head_dim
-    if not (16 <= d <= 256 and d & (d - 1) == 0):
-        msg = f"the Triton attention kernels need a head_dim that is a power of two in [16, 256]; this model's is {d}"
-        if engine.config.attention_backend == 'triton': raise ValueError(msg + "; use attention_backend='torch'")
+    msg = unsupported(engine.model)
+    if msg:
+        if engine.config.attention_backend == 'triton': raise ValueError(msg + "; or use attention_backend='torch'")
         warnings.warn(msg + ": using the PyTorch reference attention, without CUDA graphs")
         engine.attention_backend = 'torch'
         if engine.cuda_graphs == 'on': engine.cuda_graphs = 'off'        # the reference attention cannot be captured

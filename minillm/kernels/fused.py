@@ -4,12 +4,10 @@
 
 # %% ../../nbs/10a_fused_ops.ipynb #b8cfaac5
 from __future__ import annotations
-import os
 import torch
-if not torch.cuda.is_available(): os.environ.setdefault('TRITON_INTERPRET', '1')
+from .attention import _pdl_start, pdl_options     # (chooses the interpreter without CUDA)
 import triton
 import triton.language as tl
-from .attention import _pdl_start, pdl_options
 
 # %% auto #0
 __all__ = ['rms_norm', 'qk_norm_rope', 'silu_mul']

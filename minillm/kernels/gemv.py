@@ -8,11 +8,10 @@ import os
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-if not torch.cuda.is_available(): os.environ.setdefault('TRITON_INTERPRET', '1')
+from .attention import pdl_options, gdc_launch_dependents, gdc_wait   # (chooses the interpreter)
 import triton
 import triton.language as tl
 from ..layers import causal_attention
-from .attention import pdl_options, gdc_launch_dependents, gdc_wait
 from .fused import rms_norm, qk_norm_rope, silu_mul
 from ..engine import PLUGINS
 
@@ -80,7 +79,7 @@ def _gemv_kernel(x_ptr, w_ptr, s_ptr, b_ptr, o_ptr, r_ptr, g_ptr, ro_ptr, M, N, 
         for k0 in tl.static_range(0, K, BLOCK_K):
             ok = rk < K - k0
             h = _act(x_ptr + row + k0 + rk, r_ptr + row + k0 + rk, ok, EVEN_K, HAS_RES)
-            if HAS_RES: tl.store(ro_ptr + row + k0 + rk, h, mask=ok & (pid_n == 0))
+            if HAS_RES: tl.store(ro_ptr + row + k0 + rk, h, mask=ok & (tl.broadcast_to(pid_n, (BLOCK_K,)) == 0))
             ss += h.to(tl.float32) * h.to(tl.float32)
         rstd = tl.rsqrt(tl.sum(ss, 0) / K + eps)
     acc = tl.zeros((BLOCK_N, BLOCK_K), dtype=tl.float32)
