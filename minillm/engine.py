@@ -5,19 +5,19 @@
 # %% ../nbs/09_engine.ipynb #ce6d19bb
 from __future__ import annotations
 import json, math, time, traceback, warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 import torch
 from fastcore.basics import patch
 from .loading import DEFAULT_MODEL, load_model, resolve_device
 from .tokenizer import load_tokenizer
 from .paged import BlockManager
 from .sampling import SamplingParams, sample as sample_logits, sample_key
-from .scheduler import Scheduler, Sequence, FINISHED
+from .scheduler import Scheduler, Sequence, RUNNING, FINISHED
 from .runner import ModelRunner, kv_bytes_per_block
 from .outputs import CompletionOutput, RequestMetrics, RequestOutput, detokenize_step
 
 # %% auto #0
-__all__ = ['PLUGINS', 'EngineConfig', 'resolve_features', 'Request', 'LLMEngine', 'PlainStep']
+__all__ = ['PLUGINS', 'EngineConfig', 'resolve_features', 'Choice', 'Request', 'LLMEngine', 'PlainStep']
 
 # %% ../nbs/09_engine.ipynb #f1f1df19
 @dataclass
@@ -94,48 +94,58 @@ def resolve_features(c: EngineConfig, device) -> tuple:
 
 # %% ../nbs/09_engine.ipynb #f7d172a5
 @dataclass(eq=False)
-class Request:
-    "One request in the engine: its sequence, text, what was returned already, logprobs, error and timings."
-    request_id: object
-    prompt: str | None
+class Choice:
+    "One completion of a request: its sequence, its text so far, and what was already returned of it."
+    index: int
     seq: Sequence
-    stream: bool = False                # return increments every step (else one output at the end)
     text: str = ''
     window: tuple = (0, 0)              # detokeniser window (prefix, read)
     sent_text: int = 0                  # characters already returned as increments
     sent_tokens: int = 0                # token ids already returned as increments
+    sent_done: bool = False             # its final increment was returned
     logprobs: list | None = None
     cum_logprob: float = 0.0
+
+    @property
+    def finished(self) -> bool: return self.seq.status == FINISHED
+
+    def completion(self, error=None, delta=False) -> CompletionOutput | None:
+        "The completion so far; with `delta`, what is new since the last delta, or None."
+        s, p = self.seq, self.seq.params
+        reason, cum = 'error' if error else s.finish_reason, None if p.logprobs is None else self.cum_logprob
+        if not delta: return CompletionOutput(self.index, self.text, list(s.output_ids), reason, self.logprobs, cum)
+        done = self.finished or error is not None
+        hold = 0 if done or not p.stop else max(map(len, p.stop)) - 1
+        upto = max(self.sent_text, len(self.text) - hold)
+        text, self.sent_text = self.text[self.sent_text:upto], upto
+        if self.sent_done or not (text or done): return None    # ids that made no text yet go out later
+        a, self.sent_tokens, self.sent_done = self.sent_tokens, len(s.output_ids), done
+        lps = None if self.logprobs is None else self.logprobs[a:]
+        return CompletionOutput(self.index, text, s.output_ids[a:], reason if done else None, lps, cum)
+
+@dataclass(eq=False)
+class Request:
+    "One request in the engine: its choices, prompt, error and timings."
+    request_id: object
+    prompt: str | None
+    prompt_ids: list
+    choices: list                       # `Choice`s, one per completion
+    stream: bool = False                # return increments every step (else one output at the end)
+    later: list = field(default_factory=list)   # sequences of choices 1..n-1, not queued yet
     error: str | None = None
     metrics: RequestMetrics | None = None
 
     @property
-    def finished(self) -> bool: return self.error is not None or self.seq.status == FINISHED
-    @property
-    def finish_reason(self): return 'error' if self.error else self.seq.finish_reason
+    def finished(self) -> bool:
+        return self.error is not None or (not self.later and all(c.finished for c in self.choices))
 
-    def _result(self, text, token_ids, logprobs) -> RequestOutput:
-        s, p = self.seq, self.seq.params
-        self.metrics.num_cached_tokens = s.num_cached_tokens or 0
-        cum = None if p.logprobs is None else self.cum_logprob
-        comp = CompletionOutput(0, text, token_ids, self.finish_reason, logprobs, cum)
-        return RequestOutput(self.request_id, self.prompt, list(s.prompt_ids), [comp],
+    def output(self, delta: bool = False) -> RequestOutput | None:
+        "The result so far; with `delta`, what is new in it since the last delta (None if nothing is)."
+        self.metrics.num_cached_tokens = self.choices[0].seq.num_cached_tokens or 0
+        comps = [c for c in (ch.completion(self.error, delta) for ch in self.choices) if c is not None]
+        if delta and not comps: return None
+        return RequestOutput(self.request_id, self.prompt, list(self.prompt_ids), comps,
                              self.finished, self.error, self.metrics)
-
-    def output(self) -> RequestOutput:
-        "The whole result so far."
-        return self._result(self.text, list(self.seq.output_ids), self.logprobs)
-
-    def delta(self) -> RequestOutput | None:
-        "What is new since the last delta (text that could begin a stop string is held back), or None."
-        stop, done = self.seq.params.stop, self.finished
-        hold = 0 if done or not stop else max(map(len, stop)) - 1
-        upto = max(self.sent_text, len(self.text) - hold)
-        text, self.sent_text = self.text[self.sent_text:upto], upto
-        if not (text or done): return None       # ids that made no text yet go out with the next increment
-        a, self.sent_tokens = self.sent_tokens, len(self.seq.output_ids)
-        lps = None if self.logprobs is None else self.logprobs[a:]
-        return self._result(text, self.seq.output_ids[a:], lps)
 
 # %% ../nbs/09_engine.ipynb #f334f17b
 class LLMEngine:
@@ -220,13 +230,19 @@ def add_request(self: LLMEngine,
         raise TypeError(f"sampling_params must be SamplingParams, got {type(params).__name__}")
     if request_id in self.requests: raise ValueError(f"request_id {request_id!r} is already in use")
     ids, now = self._prompt_ids(prompt, params), time.perf_counter()
-    seq = Sequence(self._next_seq, ids, params, arrival=now)
-    self._next_seq += 1
+    choices = []
+    for i in range(params.n):
+        p = params if i == 0 or params.seed is None else replace(params, seed=params.seed + i)
+        lps = [] if params.logprobs is not None else None
+        choices.append(Choice(i, Sequence(self._next_seq + i, ids, p, arrival=now), logprobs=lps))
+    self._next_seq += params.n
+    later = [c.seq for c in choices[1:]] if self.config.enable_prefix_caching else []
     text = prompt if isinstance(prompt, str) else None
-    lps = [] if params.logprobs is not None else None
-    req = Request(request_id, text, seq, stream, logprobs=lps, metrics=RequestMetrics(now))
-    self.requests[request_id], self._by_seq[seq.seq_id] = req, req
-    self.scheduler.add(seq)
+    req = Request(request_id, text, ids, choices, stream, later, metrics=RequestMetrics(now))
+    self.requests[request_id] = req
+    for c in choices:
+        self._by_seq[c.seq.seq_id] = req, c
+        if c.seq not in later: self.scheduler.add(c.seq)
     return request_id
 
 @patch
@@ -235,9 +251,18 @@ def abort_request(self: LLMEngine, request_id):
     for rid in request_id if isinstance(request_id, (list, tuple, set)) else [request_id]:
         req = self.requests.pop(rid, None)
         if req is None: continue
-        if req.seq.status != FINISHED: self.scheduler.finish(req.seq, 'abort')
-        del self._by_seq[req.seq.seq_id]
+        self._stop(req, 'abort')
+        for c in req.choices: del self._by_seq[c.seq.seq_id]
         self._changed.pop(req, None)
+
+@patch
+def _stop(self: LLMEngine, req: Request, reason: str):
+    "End every choice of `req` still queued or running, with `reason`."
+    req.later = []
+    for c in req.choices:
+        if c.seq.status == FINISHED: continue
+        if c.seq.status == RUNNING or c.seq in self.scheduler.waiting: self.scheduler.finish(c.seq, reason)
+        else: c.seq.status, c.seq.finish_reason = FINISHED, reason            # a choice not queued yet
 
 @patch
 def has_unfinished_requests(self: LLMEngine) -> bool:
@@ -246,43 +271,45 @@ def has_unfinished_requests(self: LLMEngine) -> bool:
 
 # %% ../nbs/09_engine.ipynb #328e31e3
 @patch
-def _on_token(self: LLMEngine, req: Request, tok: int, lp):
-    s, p, now = req.seq, req.seq.params, time.perf_counter()
+def _on_token(self: LLMEngine, req: Request, ch: Choice, tok: int, lp):
+    s, p, now = ch.seq, ch.seq.params, time.perf_counter()
     s.append(tok)
     if req.metrics.first_token_time is None: req.metrics.first_token_time = now
     if lp is not None:
-        req.logprobs.append({tok: lp[0], **lp[1]})
-        req.cum_logprob += lp[0]
+        ch.logprobs.append({tok: lp[0], **lp[1]})
+        ch.cum_logprob += lp[0]
     n, skip = len(s.output_ids), p.skip_special_tokens
     eos = tok in self.eos_token_ids and not p.ignore_eos
     reason = 'stop' if eos or tok in p.stop_token_ids else 'length' if n >= p.max_tokens else None
     if req.stream or p.stop:                                       # text as it comes
-        before = len(req.text)
-        delta, *req.window = detokenize_step(self.tokenizer, s.output_ids, *req.window, skip,
-                                             final=bool(reason))
-        req.text += delta
+        before = len(ch.text)
+        delta, *ch.window = detokenize_step(self.tokenizer, s.output_ids, *ch.window, skip, final=bool(reason))
+        ch.text += delta
         if p.stop and n >= p.min_tokens:
-            hits = [req.text.find(x, max(0, before - len(x) + 1)) for x in p.stop]
+            hits = [ch.text.find(x, max(0, before - len(x) + 1)) for x in p.stop]
             hits = [i for i in hits if i >= 0]
-            if hits: req.text, reason = req.text[:min(hits)], 'stop'
+            if hits: ch.text, reason = ch.text[:min(hits)], 'stop'
     if reason:
         if not (req.stream or p.stop):                             # text once, at the end
-            req.text = self.tokenizer.decode(s.output_ids, skip_special_tokens=skip)
+            ch.text = self.tokenizer.decode(s.output_ids, skip_special_tokens=skip)
         self.scheduler.finish(s, reason)
-        req.metrics.finish_time = now
+        if req.finished: req.metrics.finish_time = now
 
 @patch
 def deliver(self: LLMEngine, seqs, tokens, logprobs):
     "Hand each sequence its step's tokens (a list each), in order, until its request stops."
     for s, toks, lps in zip(seqs, tokens, logprobs):
-        req = self._by_seq.get(s.seq_id)                 # None: aborted while its step ran
-        if req is None: continue
+        if s.seq_id not in self._by_seq: continue           # aborted while its step ran
+        req, ch = self._by_seq[s.seq_id]
         for tok, lp in zip(toks, lps):
             if s.status == FINISHED: break
-            try: self._on_token(req, tok, lp)
+            try: self._on_token(req, ch, tok, lp)
             except Exception as e:
                 req.error = f"{type(e).__name__}: {e}"
-                if s.status != FINISHED: self.scheduler.finish(s, 'error')
+                self._stop(req, 'error')
+        if req.later and req.error is None:                  # the prompt is computed: the other choices
+            for q in req.later: self.scheduler.add(q)
+            req.later = []
         self._changed[req] = None
 
 # %% ../nbs/09_engine.ipynb #e0a10005
@@ -326,19 +353,21 @@ def _fail(self: LLMEngine, e: Exception):
     warnings.warn(f"engine step failed, {n} running requests aborted: {what}\n{traceback.format_exc()}")
     self.stepper.reset()
     for s in list(self.scheduler.running):
-        req = self._by_seq[s.seq_id]
+        if s.status == FINISHED: continue                     # another choice of a request failed already
+        req, _ = self._by_seq[s.seq_id]
         req.error = f"aborted: engine step failed ({what})"
-        self.scheduler.finish(s, 'abort')
+        self._stop(req, 'abort')
         self._changed[req] = None
 
 @patch
 def _outputs(self: LLMEngine) -> list:
     outs = []
     for req in self._changed:
-        out = req.delta() if req.stream else req.output() if req.finished else None
+        out = req.output(delta=True) if req.stream else req.output() if req.finished else None
         if out is not None: outs.append(out)
         if req.finished:
-            del self.requests[req.request_id], self._by_seq[req.seq.seq_id]
+            del self.requests[req.request_id]
+            for c in req.choices: del self._by_seq[c.seq.seq_id]
     self._changed.clear()
     return outs
 

@@ -10,6 +10,7 @@ from .loading import DEFAULT_MODEL
 from .sampling import SamplingParams
 from .outputs import CompletionOutput, RequestMetrics, RequestOutput, StreamOutput
 from .engine import EngineConfig, LLMEngine
+from .tokenizer import chat_prompt
 
 # %% auto #0
 __all__ = ['LLM', 'normalize_prompts']
@@ -86,6 +87,7 @@ def _results(self: LLM, ids):
                     if not eng.has_unfinished_requests(): raise RuntimeError("the engine lost requests")
                     for o in eng.step(): self._inbox.setdefault(o.request_id, []).append(o)
                 mine = [o for i in list(pending) for o in self._inbox.pop(i, [])]
+            time.sleep(0)      # locks are not fair: let a thread that waits for this one take it before we step again
             for o in mine:
                 if o.finished: pending.discard(o.request_id)
                 yield o
@@ -120,7 +122,7 @@ def generate(self: LLM, prompts, sampling_params=None, use_tqdm: bool = True) ->
 @patch
 def _run_stats(self: LLM, results, seconds, stats0) -> dict:
     n_in = sum(len(r.prompt_token_ids) for r in results)
-    n_out = sum(len(r.outputs[0].token_ids) for r in results)
+    n_out = sum(len(c.token_ids) for r in results for c in r.outputs)
     s = self._engine().stats()
     d = {k: s[k] - stats0[k] for k in ('preemptions', 'drafts_proposed', 'drafts_accepted') if k in s}
     run = dict(seconds=seconds, prompt_tokens=n_in, output_tokens=n_out,
@@ -140,5 +142,22 @@ def stream(self: LLM, prompts, sampling_params=None):
     for rid, err in subs:
         if err is not None: yield StreamOutput(index[rid], '', [], True, 'error', err.error)
     for o in self._results([rid for rid, err in subs if err is None]):
-        c, i = o.outputs[0], index[o.request_id]
-        yield StreamOutput(i, c.text, c.token_ids, o.finished, c.finish_reason, o.error)
+        for c in o.outputs:                                          # the completions with news
+            done = c.finish_reason is not None
+            yield StreamOutput(index[o.request_id], c.text, c.token_ids, done, c.finish_reason, o.error, c.index)
+
+# %% ../nbs/09a_llm.ipynb #9a000031
+@patch
+def chat(self: LLM,
+         messages,                             # a conversation (a list of message dicts), or a list of them
+         sampling_params=None,
+         use_tqdm: bool = True,
+         chat_template: str | None = None,     # a Jinja template instead of the checkpoint's
+         add_generation_prompt: bool = True,   # open the assistant's turn
+         chat_template_kwargs: dict | None = None) -> list:   # passed to the template, e.g. enable_thinking
+    "Reply to each conversation: one `RequestOutput` per conversation, in order."
+    one = isinstance(messages, (list, tuple)) and bool(messages) and isinstance(messages[0], dict)
+    convs = [messages] if one or not isinstance(messages, (list, tuple)) else list(messages)
+    kw = chat_template_kwargs or {}
+    prompts = [chat_prompt(self.tokenizer, c, chat_template, add_generation_prompt, **kw) for c in convs]
+    return self.generate(prompts, sampling_params, use_tqdm)

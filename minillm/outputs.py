@@ -48,13 +48,14 @@ class RequestOutput:
 
 @dataclass
 class StreamOutput:
-    "A streaming increment of request `index`: new text and token ids since its last increment."
+    "A streaming increment of completion `choice` of prompt `index`: new text and token ids since the last one."
     index: int
     text: str
     token_ids: list
-    finished: bool
+    finished: bool                      # this completion is done
     finish_reason: str | None = None
     error: str | None = None
+    choice: int = 0                     # which of the prompt's `n` completions
 
 # %% ../nbs/08b_outputs.ipynb #f4c1c8a5
 def detokenize_step(tok, ids, prefix: int, read: int, skip_special_tokens: bool, final: bool = False):

@@ -44,6 +44,7 @@ def _bool(name, v) -> bool:
 @dataclass
 class SamplingParams:
     "How one request chooses its tokens (vLLM's names and defaults)."
+    n: int = 1                        # completions of the prompt, each its own sequence
     temperature: float = 1.0          # 0 (anything below 1e-5) means greedy
     top_p: float = 1.0                # keep the smallest set of tokens with probability >= top_p; 1 = off
     top_k: int = 0                    # keep the k most likely tokens; 0 or -1 = off
@@ -62,6 +63,7 @@ class SamplingParams:
 
     def __post_init__(self):
         inf = math.inf
+        self.n = _int('n', self.n, lambda v: v >= 1, "an int >= 1")
         self.temperature = _real('temperature', self.temperature, 0, inf, hi_open=True)
         self.top_p = _real('top_p', self.top_p, 0, 1, lo_open=True)
         self.top_k = _int('top_k', self.top_k, lambda v: v >= -1, "an int: -1 or 0 (disabled) or >= 1")

@@ -9,7 +9,8 @@ from importlib import resources
 from pathlib import Path
 
 # %% auto #0
-__all__ = ['QWEN_PATTERN', 'QWEN_SPECIALS', 'QWEN_SPECIAL_START', 'QwenTiktokenizer', 'HFTokenizer', 'load_tokenizer']
+__all__ = ['QWEN_PATTERN', 'QWEN_SPECIALS', 'QWEN_SPECIAL_START', 'QWEN_CHAT_TEMPLATE', 'ROLES', 'QwenTiktokenizer',
+           'HFTokenizer', 'load_tokenizer', 'check_messages', 'chat_prompt']
 
 # %% ../nbs/03_tokenizer.ipynb #a0f182ad
 QWEN_PATTERN = r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
@@ -48,13 +49,58 @@ class HFTokenizer:
         self.tok = AutoTokenizer.from_pretrained(str(path))
         self.vocab_size = len(self.tok)
         self.eos_token_ids = tuple(i for i in [self.tok.eos_token_id] if i is not None)
+        self.chat_template = self.tok.chat_template
 
     def encode(self, text: str) -> list[int]: return self.tok.encode(text, add_special_tokens=False)
     def decode(self, ids, skip_special_tokens: bool = False) -> str:
         return self.tok.decode(list(ids), skip_special_tokens=skip_special_tokens)
+    def render_chat(self, template, messages, add_generation_prompt, **kwargs) -> str:
+        return self.tok.apply_chat_template(messages, chat_template=template, tokenize=False,
+                                            add_generation_prompt=add_generation_prompt, **kwargs)
 
 def load_tokenizer(path):
     "The checkpoint's own tokenizer if it ships one, else the built-in Qwen tokenizer."
     p = Path(path)
     if (p/'tokenizer.json').exists() or (p/'tokenizer_config.json').exists(): return HFTokenizer(p)
     return QwenTiktokenizer()
+
+# %% ../nbs/03_tokenizer.ipynb #03c00002
+QWEN_CHAT_TEMPLATE = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+                      "{% if add_generation_prompt %}<|im_start|>assistant\n"
+                      "{% if enable_thinking is defined and enable_thinking is false %}<think>\n\n</think>\n\n"
+                      "{% endif %}{% endif %}")
+ROLES = ('system', 'user', 'assistant', 'tool')
+
+def _render(self, template, messages, add_generation_prompt, **kwargs) -> str:
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
+    return env.from_string(template).render(messages=messages, add_generation_prompt=add_generation_prompt, **kwargs)
+
+QwenTiktokenizer.chat_template, QwenTiktokenizer.render_chat = QWEN_CHAT_TEMPLATE, _render
+
+def _text(content, i) -> str:
+    if isinstance(content, str): return content
+    parts = content if isinstance(content, list) else None
+    if parts is None or not all(isinstance(p, dict) and p.get('type') == 'text' and isinstance(p.get('text'), str) for p in parts):
+        raise ValueError(f"messages[{i}].content must be a string or a list of text parts "
+                         f"[{{'type': 'text', 'text': ...}}], got {content!r:.80}")
+    return ''.join(p['text'] for p in parts)
+
+def check_messages(messages) -> list:
+    "The conversation `messages` as a list of `{'role', 'content'}` dicts with string contents, or ValueError."
+    if not isinstance(messages, (list, tuple)) or not messages:
+        raise ValueError(f"messages must be a non-empty list of {{'role', 'content'}} dicts, got {messages!r:.80}")
+    out = []
+    for i, m in enumerate(messages):
+        if not isinstance(m, dict): raise ValueError(f"messages[{i}] must be a dict with 'role' and 'content', got {m!r:.80}")
+        if m.get('role') not in ROLES:
+            raise ValueError(f"messages[{i}].role must be one of {', '.join(ROLES)}, got {m.get('role')!r}")
+        if 'content' not in m: raise ValueError(f"messages[{i}] has no 'content'")
+        out.append({**m, 'content': _text(m['content'], i)})
+    return out
+
+def chat_prompt(tok, messages, chat_template=None, add_generation_prompt=True, **kwargs) -> str:
+    "The prompt text of a conversation: `messages` through `chat_template` (default: the tokenizer's)."
+    template = chat_template or getattr(tok, 'chat_template', None)
+    if not template: raise ValueError("this checkpoint has no chat template: pass chat_template")
+    return tok.render_chat(template, check_messages(messages), add_generation_prompt, **kwargs)

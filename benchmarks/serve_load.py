@@ -1,0 +1,116 @@
+#!/usr/bin/env python3
+"""Load benchmark of `minillm serve` against the offline engine, on the same requests in the same run.
+
+Run from the repository root:
+  PYTHONPATH=.:benchmarks python3 benchmarks/serve_load.py                       # the embedded default model, CPU
+  PYTHONPATH=.:benchmarks python3 benchmarks/serve_load.py --preset qwen3-0.6b   # random-weight Qwen3-0.6B, GPU
+At each concurrency c: `per-client * c` requests of random prompts (`--input-len` tokens in, `--output-len` out,
+ignore_eos) go to the engine directly with c in flight at a time (offline), then to `minillm serve` from c streaming
+clients (raw SSE over httpx, so that the client's parsing does not limit the server). Reported: output tokens/s,
+time to first token and time per output token after the first (p50, p99), and server / offline throughput.
+Writes serve_load.json to $OUT if set, else to benchmarks/results/.
+"""
+import argparse, asyncio, datetime, gc, json, os, subprocess, sys, time
+import numpy as np, torch, httpx
+from minillm import LLM, SamplingParams
+from minillm.server import server_process
+from bench_io import log, saver
+
+def percentiles(xs) -> dict:
+    return dict(p50=float(np.percentile(xs, 50)) * 1e3, p99=float(np.percentile(xs, 99)) * 1e3)   # ms
+
+def summary(t0, starts, firsts, ends, ntoks) -> dict:
+    "Throughput and latencies of one run from per-request start, first-token and end times and token counts."
+    ids = list(starts)
+    return dict(requests=len(ids), tokens=sum(ntoks.values()),
+                tokens_per_s=sum(ntoks.values()) / (max(ends.values()) - t0),
+                ttft_ms=percentiles([firsts[i] - starts[i] for i in ids]),
+                tpot_ms=percentiles([(ends[i] - firsts[i]) / (ntoks[i] - 1) for i in ids]))
+
+def offline(engine, prompts, sp, c: int) -> dict:
+    "The engine stepped directly, c requests in flight: a new one is added as soon as one finishes."
+    todo, starts, firsts, ends, ntoks = list(range(len(prompts))), {}, {}, {}, {}
+    t0 = time.perf_counter()
+    while todo or engine.has_unfinished_requests():
+        while todo and len(starts) - len(ends) < c:
+            i = todo.pop(0)
+            starts[i], ntoks[i] = time.perf_counter(), 0
+            engine.add_request(i, prompts[i], sp, stream=True)
+        for o in engine.step():
+            t, n = time.perf_counter(), sum(len(x.token_ids) for x in o.outputs)
+            if n and o.request_id not in firsts: firsts[o.request_id] = t
+            ntoks[o.request_id] += n
+            if o.finished: ends[o.request_id] = t
+    return summary(t0, starts, firsts, ends, ntoks)
+
+async def served(url: str, prompts, max_tokens: int, c: int) -> dict:
+    "c clients, each streaming its next request as soon as the last one ends."
+    todo, starts, firsts, ends, ntoks = list(range(len(prompts))), {}, {}, {}, {}
+    async def client(http):
+        while todo:
+            i = todo.pop(0)
+            body = dict(prompt=prompts[i], max_tokens=max_tokens, temperature=0, ignore_eos=True, stream=True,
+                        stream_options=dict(include_usage=True))
+            starts[i] = time.perf_counter()
+            async with http.stream('POST', f'{url}/completions', json=body) as r:
+                async for line in r.aiter_lines():
+                    if line.startswith('data: {') and i not in firsts: firsts[i] = time.perf_counter()
+                    if '"usage": {' in line: ntoks[i] = json.loads(line[6:])['usage']['completion_tokens']
+            ends[i] = time.perf_counter()
+    limits = httpx.Limits(max_connections=c, max_keepalive_connections=c)
+    async with httpx.AsyncClient(timeout=600, limits=limits) as http:
+        t0 = time.perf_counter()
+        await asyncio.gather(*[client(http) for _ in range(c)])
+    return summary(t0, starts, firsts, ends, ntoks)
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument('--preset', default=None, help='a random-weight checkpoint of this architecture (default: the embedded model)')
+    p.add_argument('--dtype', default='auto')
+    p.add_argument('--device', default='auto')
+    p.add_argument('--concurrency', default='1,16,64')
+    p.add_argument('--per-client', type=int, default=4, help='requests per client at each concurrency')
+    p.add_argument('--input-len', type=int, default=256)
+    p.add_argument('--output-len', type=int, default=128)
+    p.add_argument('--port', type=int, default=8321)
+    a = p.parse_args()
+    cs = [int(x) for x in a.concurrency.split(',')]
+    model = 'tiny-qwen3'
+    if a.preset:
+        from minillm.loading import random_checkpoint, PRESETS
+        dt = torch.bfloat16 if a.dtype in ('auto', 'bfloat16') else getattr(torch, a.dtype)
+        model = str(random_checkpoint(**PRESETS[a.preset], dtype=dt, device='cuda' if torch.cuda.is_available() else 'cpu'))
+    engine_args = dict(dtype=a.dtype, device=a.device, max_num_seqs=max(cs))
+    g = torch.Generator().manual_seed(0)
+    prompts = {c: [torch.randint(0, 150000, (a.input_len,), generator=g).tolist() for _ in range(a.per_client * c)] for c in cs}
+    sp = SamplingParams(temperature=0, max_tokens=a.output_len, ignore_eos=True)
+    commit = os.environ.get('MINILLM_COMMIT') or subprocess.run(['git', 'rev-parse', '--short', 'HEAD'], capture_output=True, text=True).stdout.strip()
+    R = dict(date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds'), commit=commit,
+             device=torch.cuda.get_device_name() if torch.cuda.is_available() else 'cpu', torch=torch.__version__,
+             argv=sys.argv, model=a.preset or model, rows=[])
+    save = saver(R, 'serve_load')
+
+    with LLM(model, **engine_args) as llm:
+        offline(llm.engine, prompts[max(cs)][:2 * max(cs)], sp, max(cs))               # warm-up: kernels, graphs
+        for c in cs:
+            R['rows'].append(dict(mode='offline', concurrency=c, **offline(llm.engine, prompts[c], sp, c)))
+            log(R['rows'][-1])
+    gc.collect(); torch.cuda.empty_cache() if torch.cuda.is_available() else None
+
+    flags = ['--model', model, '--dtype', a.dtype, '--device', a.device, '--max-num-seqs', str(max(cs))]
+    with server_process(*flags, port=a.port) as srv:
+        asyncio.run(served(srv.url, prompts[max(cs)][:2 * max(cs)], a.output_len, max(cs)))   # warm-up
+        for c in cs:
+            R['rows'].append(dict(mode='server', concurrency=c, **asyncio.run(served(srv.url, prompts[c], a.output_len, c))))
+            log(R['rows'][-1])
+    off = {r['concurrency']: r['tokens_per_s'] for r in R['rows'] if r['mode'] == 'offline'}
+    for r in R['rows']: r['vs_offline'] = r['tokens_per_s'] / off[r['concurrency']]
+    save()
+
+    print(f"\n{R['model']} on {R['device']}, {a.input_len} -> {a.output_len} tokens, {a.per_client} requests per client")
+    print(f"{'mode':8} {'conc':>4} {'tokens/s':>10} {'vs offline':>10} {'TTFT p50':>9} {'p99':>8} {'TPOT p50':>9} {'p99':>8}  (ms)")
+    for r in R['rows']:
+        print(f"{r['mode']:8} {r['concurrency']:4} {r['tokens_per_s']:10.1f} {r['vs_offline']:10.3f} "
+              f"{r['ttft_ms']['p50']:9.2f} {r['ttft_ms']['p99']:8.2f} {r['tpot_ms']['p50']:9.2f} {r['tpot_ms']['p99']:8.2f}")
+
+if __name__ == '__main__': main()
