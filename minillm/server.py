@@ -4,90 +4,156 @@
 
 # %% ../nbs/09b_server.ipynb #9b000005
 from __future__ import annotations
-import asyncio, json, queue, signal, subprocess, sys, tempfile, threading, time, traceback, uuid
-import urllib.request
-import uvicorn
+import asyncio, json, signal, subprocess, sys, tempfile, threading, time, traceback, uuid
+import multiprocessing as mp, urllib.request
 from contextlib import asynccontextmanager, contextmanager
+import uvicorn
 from fastcore.basics import patch
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from .sampling import SamplingParams
-from .tokenizer import chat_prompt
+from .tokenizer import chat_prompt, load_tokenizer
 from .engine import EngineConfig, LLMEngine
 
 # %% auto #0
-__all__ = ['FIELDS', 'EngineLoop', 'APIError', 'request_params', 'make_params', 'completion_prompts', 'completion_logprobs',
+__all__ = ['FIELDS', 'EngineProcess', 'APIError', 'request_params', 'make_params', 'completion_prompts', 'completion_logprobs',
            'chat_logprobs', 'usage', 'sse', 'Metrics', 'Server', 'serve', 'server_process']
 
 # %% ../nbs/09b_server.ipynb #9b000008
-class EngineLoop:
-    "The engine core stepped by a thread of its own; requests come from an asyncio event loop, outputs go back."
-    def __init__(self, engine: LLMEngine):
-        self.engine, self.todo, self.lock, self.stopped = engine, queue.SimpleQueue(), threading.Lock(), False
-        self.queues, self.on_step = {}, None               # request id -> (event loop, queue); engine thread only
-        self.thread = threading.Thread(target=self._run, name='minillm-engine', daemon=True)
+def _wire(o) -> tuple:
+    "An engine output as plain tuples (ten times cheaper to pickle than the dataclasses)."
+    m, timing = o.metrics, None
+    if o.finished and m.first_token_time and m.finish_time: timing = m.ttft, m.finish_time - m.first_token_time
+    return (o.request_id, o.finished, o.error, timing,
+            [(c.index, c.text, c.token_ids, c.logprobs, c.finish_reason) for c in o.outputs])
 
-    def start(self): self.thread.start()
+def _add(engine, rid, prompt, params):
+    "Add a streaming request; if the engine refuses it, the error (any other exception is a bug: its text only)."
+    try: engine.add_request(rid, prompt, params, stream=True)
+    except (ValueError, TypeError) as e: return e
+    except Exception as e: return Exception(f"internal error: {e!r}")
 
-    def _ask(self, f, *args):
-        "Have the engine thread run `f(*args)` before its next step."
+def _engine_main(config: EngineConfig, conn):
+    "The engine process: build the engine, then run the server's commands and step, until told to stop."
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    import minillm
+    try:
+        minillm.load_plugins()
+        engine = LLMEngine(config)
+    except Exception as e: return conn.send(('error', str(e)))
+    s, bm = engine.scheduler, engine.block_manager
+    stats = lambda: (len(s.running), len(s.waiting), bm.num_used_blocks / bm.num_blocks, bm.stats.hit_rate)
+    conn.send(('ready', str(engine.model.path), engine.max_model_len))
+    try:
+        while True:
+            if not engine.has_unfinished_requests():
+                conn.send(('stats', stats()))
+                conn.poll(None)                            # idle: wait for a command
+            while conn.poll():
+                cmd, *args = conn.recv()
+                if cmd == 'stop': return engine.close()
+                if cmd == 'abort': engine.abort_request(args[0])
+                else: conn.send(('added', args[0], _add(engine, *args)))
+            if not engine.has_unfinished_requests(): continue
+            try: outs = engine.step()
+            except Exception as e:                         # not a failed request (the engine handles those): a bug
+                traceback.print_exc()
+                engine.abort_request(list(engine.requests))
+                conn.send(('fail', f"internal error: {e!r}"))
+                continue
+            conn.send(('outputs', [_wire(o) for o in outs], stats()))
+    except (EOFError, OSError): pass                       # the server is gone
+
+# %% ../nbs/09b_server.ipynb #9b000045
+class EngineProcess:
+    "The engine core stepping in a process of its own, fed and read by the server's event loop."
+    def __init__(self, config: EngineConfig):
+        ctx = mp.get_context('spawn')                      # CUDA does not survive a fork
+        self.conn, child = ctx.Pipe()
+        from minillm import server                         # spawn finds a function by its module's name: not __main__
+        self.proc = ctx.Process(target=server._engine_main, args=(config, child), name='minillm-engine', daemon=True)
+        self.proc.start()
+        child.close()
+        try: kind, *info = self.conn.recv()
+        except EOFError: kind, info = 'error', [f"the engine process ended (exit code {self._exitcode()})"]
+        if kind == 'error': raise RuntimeError(info[0])
+        path, self.max_model_len = info
+        self.tokenizer = load_tokenizer(path)
+        self.queues, self.adding, self.stats = {}, {}, (0, 0, 0.0, 0.0)   # running, waiting, KV in use, prefix hits
+        self.lock, self.stopped, self.stopping = threading.Lock(), False, False
+        self.reader = threading.Thread(target=self._read, name='minillm-outputs', daemon=True)
+        self.reader.start()
+
+    def _exitcode(self):
+        self.proc.join(timeout=10)
+        return self.proc.exitcode
+
+    def _send(self, msg):
         with self.lock:
-            if self.stopped: raise RuntimeError("the server is shutting down")
-            self.todo.put((f, args))
+            if self.stopped or self.stopping: raise RuntimeError("the server is shutting down")
+            try: self.conn.send(msg)
+            except OSError: raise RuntimeError("the engine process is gone") from None
 
     async def add(self, rid, prompt, params, q: asyncio.Queue):
-        "Add a streaming request whose outputs go to `q`; the engine's error if it refuses the request."
+        "Add a streaming request whose outputs go to `q`; raises the engine's error if it refuses the request."
         loop = asyncio.get_running_loop()
-        done = loop.create_future()
-        self._ask(self._add, rid, prompt, params, loop, q, done)
+        done = self.adding[rid] = loop.create_future()
+        self.queues[rid] = loop, q
+        try: self._send(('add', rid, prompt, params))
+        except RuntimeError:
+            self.adding.pop(rid, None)
+            self.queues.pop(rid, None)
+            raise
         await done
 
     def abort(self, rids):
         "Abort requests (a client went away): their blocks are freed before the next step."
-        try: self._ask(self.engine.abort_request, list(rids))
-        except RuntimeError: pass                          # shutting down: everything is aborted anyway
+        for r in rids: self.queues.pop(r, None)
+        try: self._send(('abort', list(rids)))
+        except RuntimeError: pass                          # stopped: nothing runs any more
 
-    def _add(self, rid, prompt, params, loop, q, done):
-        try:
-            self.engine.add_request(rid, prompt, params, stream=True)
-            self.queues[rid], err = (loop, q), None
-        except Exception as e: err = e
-        loop.call_soon_threadsafe(_settle, done, err)
-
-    def _send(self, items):
-        "Hand `(request id, output, last)` items to their queues: one call into each event loop per step."
-        puts = {}
-        for rid, item, last in items:
-            loop, q = self.queues.pop(rid, (None, None)) if last else self.queues.get(rid, (None, None))
-            if q is not None: puts.setdefault(loop, []).append((q, item))
-        for loop, qs in puts.items(): loop.call_soon_threadsafe(_put_all, qs)
-
-    def _fail_all(self, message: str):
-        self._send([(rid, RuntimeError(message), True) for rid in self.queues])
-        self.engine.abort_request(list(self.engine.requests))
-
-    def _run(self):
+# %% ../nbs/09b_server.ipynb #9b000046
+@patch
+def _read(self: EngineProcess):
+    "The outputs thread: hand the engine's messages to the event loops until the engine process ends."
+    try:
         while True:
-            try:
-                while True:                                # what callers asked for since the last step, first
-                    f, args = self.todo.get(block=not self.engine.has_unfinished_requests())
-                    if f is None: return self._fail_all("the server shut down")
-                    f(*args)
-            except queue.Empty: pass
-            try:
-                outs = self.engine.step()
-                if self.on_step is not None: self.on_step(self.engine, outs)
-                self._send([(o.request_id, o, o.finished) for o in outs])
-            except Exception as e:                         # not a failed request (the engine handles those): a bug
-                traceback.print_exc()
-                self._fail_all(f"internal error: {e!r}")
+            kind, *msg = self.conn.recv()
+            if kind == 'outputs':
+                outs, self.stats = msg
+                self._deliver([(o[0], o, o[1]) for o in outs])
+            elif kind == 'stats': self.stats = msg[0]
+            elif kind == 'added':
+                rid, err = msg
+                if err is not None: self.queues.pop(rid, None)
+                fut = self.adding.pop(rid, None)
+                if fut is not None: fut.get_loop().call_soon_threadsafe(_settle, fut, err)
+            elif kind == 'fail': self._deliver([(r, RuntimeError(msg[0]), True) for r in list(self.queues)])
+    except (EOFError, OSError): pass
+    with self.lock: self.stopped = True
+    why = "the server shut down" if self.stopping else f"the engine process ended (exit code {self._exitcode()})"
+    for fut in list(self.adding.values()): fut.get_loop().call_soon_threadsafe(_settle, fut, RuntimeError(why))
+    self._deliver([(r, RuntimeError(why), True) for r in list(self.queues)])
 
-    def stop(self):
-        "Stop stepping: requests still open end with an error. Returns once the engine thread is done."
-        with self.lock:
-            if not self.stopped: self.todo.put((None, ()))
-            self.stopped = True
-        if self.thread.is_alive(): self.thread.join(timeout=30)
+@patch
+def _deliver(self: EngineProcess, items):
+    "Hand `(request id, output, last)` items to their queues: one call into each event loop per message."
+    puts = {}
+    for rid, item, last in items:
+        loop, q = self.queues.pop(rid, (None, None)) if last else self.queues.get(rid, (None, None))
+        if q is not None: puts.setdefault(loop, []).append((q, item))
+    for loop, qs in puts.items(): loop.call_soon_threadsafe(_put_all, qs)
+
+@patch
+def stop(self: EngineProcess):
+    "Stop the engine: requests still open end with an error. Returns once the engine process has exited."
+    with self.lock:
+        if not self.stopping:
+            self.stopping = True
+            try: self.conn.send(('stop',))
+            except OSError: pass
+    self.reader.join(timeout=30)
+    if self.proc.is_alive(): self.proc.kill()
 
 def _put_all(qs):
     for q, item in qs: q.put_nowait(item)
@@ -161,16 +227,15 @@ def sse(obj) -> str: return f"data: {obj if isinstance(obj, str) else json.dumps
 
 # %% ../nbs/09b_server.ipynb #9b000015
 class Metrics:
-    "The server's Prometheus metrics: gauges read from `engine` when scraped, the rest recorded after each step."
-    def __init__(self, engine: LLMEngine):
+    "The server's Prometheus metrics: the engine's state when scraped, and what requests record."
+    def __init__(self, engine: EngineProcess):
         from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
-        r, s, bm = CollectorRegistry(), engine.scheduler, engine.block_manager
-        self.registry, self.tokens = r, {}                 # request id -> tokens generated so far
-        for name, doc, f in [('num_requests_running', 'Requests running', lambda: len(s.running)),
-                             ('num_requests_waiting', 'Requests waiting', lambda: len(s.waiting)),
-                             ('kv_cache_usage_perc', 'KV cache blocks in use, 0 to 1', lambda: bm.num_used_blocks / bm.num_blocks),
-                             ('prefix_cache_hit_rate', 'Prefix cache hit rate', lambda: bm.stats.hit_rate)]:
-            Gauge(f'minillm:{name}', doc, registry=r).set_function(f)
+        self.registry = r = CollectorRegistry()
+        for i, (name, doc) in enumerate([('num_requests_running', 'Requests running'),
+                                         ('num_requests_waiting', 'Requests waiting'),
+                                         ('kv_cache_usage_perc', 'KV cache blocks in use, 0 to 1'),
+                                         ('prefix_cache_hit_rate', 'Prefix cache hit rate')]):
+            Gauge(f'minillm:{name}', doc, registry=r).set_function(lambda i=i: engine.stats[i])
         self.prompt = Counter('minillm:prompt_tokens', 'Prompt tokens of finished requests', registry=r)
         self.generated = Counter('minillm:generation_tokens', 'Generated tokens', registry=r)
         self.finished = Counter('minillm:request_success', 'Finished choices', ['finished_reason'], registry=r)
@@ -179,39 +244,21 @@ class Metrics:
         self.ttft = hist('time_to_first_token', 'Time to first token')
         self.tpot = hist('time_per_output_token', 'Time per output token after the first')
 
-    def on_step(self, engine, outs):
-        for o in outs:
-            n = sum(len(c.token_ids) for c in o.outputs)
-            self.generated.inc(n)
-            self.tokens[o.request_id] = self.tokens.get(o.request_id, 0) + n
-            for c in o.outputs:
-                if c.finish_reason: self.finished.labels(c.finish_reason).inc()
-            if not o.finished: continue
-            total, m = self.tokens.pop(o.request_id), o.metrics
-            self.prompt.inc(len(o.prompt_token_ids))
-            if m.ttft is not None: self.ttft.observe(m.ttft)
-            if m.finish_time and m.first_token_time and total > 1:
-                self.tpot.observe((m.finish_time - m.first_token_time) / (total - 1))
-        if len(self.tokens) > len(engine.requests):       # aborted requests end without an output
-            self.tokens = {r: n for r, n in self.tokens.items() if r in engine.requests}
-
     def text(self) -> bytes:
         from prometheus_client import generate_latest
         return generate_latest(self.registry)
 
 # %% ../nbs/09b_server.ipynb #9b000017
 class Server:
-    "The OpenAI-compatible API over an `EngineLoop`: `app` is the ASGI application."
-    def __init__(self, engine: LLMEngine, model_name: str):
+    "The OpenAI-compatible API over an `EngineProcess`: `app` is the ASGI application."
+    def __init__(self, engine: EngineProcess, model_name: str):
         self.engine, self.model_name, self.metrics = engine, model_name, Metrics(engine)
-        self.loop = EngineLoop(engine)
-        self.loop.on_step = self.metrics.on_step
         self.app = app = FastAPI(title='minillm', lifespan=self._lifespan)
 
         @app.exception_handler(APIError)
         async def api_error(request, e: APIError): return JSONResponse(e.body(), status_code=e.status)
         @app.get('/health')
-        async def health(): return Response(status_code=503 if self.loop.stopped else 200)
+        async def health(): return Response(status_code=503 if engine.stopping or engine.stopped else 200)
         @app.get('/v1/models')
         async def models(): return dict(object='list', data=[self._model_card()])
         @app.get('/metrics')
@@ -227,16 +274,16 @@ class Server:
 
     @asynccontextmanager
     async def _lifespan(self, app):
-        self.loop.start()
         yield
-        await asyncio.to_thread(self.loop.stop)
+        await asyncio.to_thread(self.engine.stop)
 
 # %% ../nbs/09b_server.ipynb #9b000018
 async def _body(request) -> dict:
     try: body = await request.json()
     except Exception: raise APIError("the request body is not valid JSON") from None
     if not isinstance(body, dict): raise APIError("the request body must be a JSON object")
-    if body.get('stream') not in (None, True, False): raise APIError(f"stream must be a bool, got {body['stream']!r}", 'stream')
+    if body.get('stream') not in (None, True, False):
+        raise APIError(f"stream must be a bool, got {body['stream']!r}", 'stream')
     return body
 
 @patch
@@ -244,8 +291,8 @@ def _prompts(self: Server, body: dict, chat: bool) -> list:
     "The token ids of each prompt of a request."
     tok = self.engine.tokenizer
     if chat:
-        kw = body.get('chat_template_kwargs') or {}
-        try: texts = [chat_prompt(tok, body.get('messages'), body.get('chat_template'), body.get('add_generation_prompt', True), **kw)]
+        kw, gen = body.get('chat_template_kwargs') or {}, body.get('add_generation_prompt', True)
+        try: texts = [chat_prompt(tok, body.get('messages'), body.get('chat_template'), gen, **kw)]
         except (ValueError, TypeError) as e: raise APIError(str(e), 'messages') from None
     else: texts = completion_prompts(body)
     return [tok.encode(t) if isinstance(t, str) else list(t) for t in texts]
@@ -261,16 +308,17 @@ async def complete(self: Server, request, chat: bool):
     rid, q = f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}", asyncio.Queue()
     rids = {f"{rid}-{j}": j for j in range(len(prompts))}
     try:
-        for r, ids, p in zip(rids, prompts, params): await self.loop.add(r, ids, p, q)
-    except (ValueError, TypeError, RuntimeError) as e:
-        self.loop.abort(list(rids))
+        for r, ids, p in zip(rids, prompts, params): await self.engine.add(r, ids, p, q)
+    except Exception as e:
+        self.engine.abort(list(rids))
         if isinstance(e, RuntimeError): raise APIError(str(e), status=503) from None   # shutting down
+        if not isinstance(e, (ValueError, TypeError)): raise APIError(f"internal error: {e!r}", status=500) from None
         raise APIError(str(e), 'max_tokens' if 'max_tokens' in str(e) else 'messages' if chat else 'prompt') from None
-    req = _Call(self, rid, chat, rids, params, prompts, q)
+    call = _Call(self, rid, chat, rids, params, prompts, q)
     if body.get('stream'):
         usage_too = bool((body.get('stream_options') or {}).get('include_usage'))
-        return StreamingResponse(req.events(usage_too), media_type='text/event-stream')
-    return JSONResponse(await req.result(request))
+        return StreamingResponse(call.events(usage_too), media_type='text/event-stream')
+    return JSONResponse(await call.result(request))
 
 # %% ../nbs/09b_server.ipynb #9b000020
 class _Call:
@@ -278,9 +326,9 @@ class _Call:
     def __init__(self, server, rid, chat, rids, params, prompts, q):
         self.server, self.rid, self.chat, self.rids, self.q = server, rid, chat, rids, q
         self.n, self.tok, self.created = params[0].n, server.engine.tokenizer, int(time.time())
-        self.top = params[0].logprobs if chat else None
+        self.top, self.prompts = params[0].logprobs if chat else None, prompts
         self.prompt_tokens, self.completion_tokens, self.done = sum(map(len, prompts)), 0, set()
-        self.offsets = {}                                  # choice -> characters of text so far (logprobs offsets)
+        self.offsets, self.ntok = {}, {}                   # choice -> characters of text, tokens so far
 
     def _head(self, kind='') -> dict:
         obj = ('chat.completion' if self.chat else 'text_completion') + kind
@@ -288,19 +336,33 @@ class _Call:
 
     def _choices(self, o, stream: bool) -> list:
         "The API choices of an engine output (an increment, or the whole result when not streaming)."
-        out, j = [], self.rids[o.request_id]
-        for c in o.outputs:
-            i, lps = j * self.n + c.index, None
-            self.completion_tokens += len(c.token_ids)
-            if c.logprobs is not None:
-                lps = (chat_logprobs(self.tok, c.token_ids, c.logprobs, self.top) if self.chat else
-                       completion_logprobs(self.tok, c.token_ids, c.logprobs, self.offsets.get(i, 0)))
-            self.offsets[i] = self.offsets.get(i, 0) + len(c.text)
-            if not self.chat: body = dict(text=c.text)
-            elif stream: body = dict(delta=dict(content=c.text) if c.text or not c.finish_reason else {})
-            else: body = dict(message=dict(role='assistant', content=c.text))
-            out.append(dict(index=i, **body, logprobs=lps, finish_reason=c.finish_reason))
+        rid, finished, _, timing, choices = o
+        out, j = [], self.rids[rid]
+        for index, text, ids, lps, reason in choices:
+            i = j * self.n + index
+            if lps is not None:
+                lps = (chat_logprobs(self.tok, ids, lps, self.top) if self.chat else
+                       completion_logprobs(self.tok, ids, lps, self.offsets.get(i, 0)))
+            self.offsets[i], self.ntok[i] = self.offsets.get(i, 0) + len(text), self.ntok.get(i, 0) + len(ids)
+            if not self.chat: body = dict(text=text)
+            elif stream: body = dict(delta=dict(content=text) if text or not reason else {})
+            else: body = dict(message=dict(role='assistant', content=text))
+            out.append(dict(index=i, **body, logprobs=lps, finish_reason=reason))
+        self._record(o, j)
         return out
+
+    def _record(self, o, j):
+        "Count tokens for `usage` and the metrics; time a finished engine request."
+        m, n = self.server.metrics, sum(len(c[2]) for c in o[4])
+        self.completion_tokens += n
+        m.generated.inc(n)
+        for c in o[4]:
+            if c[4]: m.finished.labels(c[4]).inc()
+        if o[3] is None: return
+        (ttft, decode), longest = o[3], max(self.ntok.get(j * self.n + k, 0) for k in range(self.n))
+        m.prompt.inc(len(self.prompts[j]))
+        m.ttft.observe(ttft)
+        if longest > 1: m.tpot.observe(decode / (longest - 1))
 
     async def _next(self, request=None):
         "The next engine output; None if the client went away (checked every half second when `request`)."
@@ -313,13 +375,13 @@ class _Call:
 
     def _take(self, item):
         if isinstance(item, Exception): raise APIError(str(item), status=500)
-        if item.error: raise APIError(item.error, status=500)
-        if item.finished: self.done.add(item.request_id)
+        if item[2]: raise APIError(item[2], status=500)
+        if item[1]: self.done.add(item[0])
         return item
 
     def _abort_rest(self):
         rest = [r for r in self.rids if r not in self.done]
-        if rest: self.server.loop.abort(rest)
+        if rest: self.server.engine.abort(rest)
 
     async def result(self, request) -> dict:
         "The whole response, once every choice has finished."
@@ -366,26 +428,24 @@ def _join(a: dict, b: dict, chat: bool):
 
 # %% ../nbs/09b_server.ipynb #9b000022
 class _Uvicorn(uvicorn.Server):
-    "uvicorn's server; on Ctrl-C the engine loop stops `grace` seconds later, failing the requests left."
+    "uvicorn's server; on Ctrl-C the engine stops `grace` seconds later, failing the requests left."
     def __init__(self, server: Server, grace: float, **kw):
         super().__init__(uvicorn.Config(server.app, log_level='warning', timeout_graceful_shutdown=grace + 2, **kw))
-        self.stop_loop = threading.Timer(grace, server.loop.stop)
-        self.stop_loop.daemon = True
+        self.stop_engine = threading.Timer(grace, server.engine.stop)
+        self.stop_engine.daemon = True
 
     def handle_exit(self, sig, frame):
-        if self.stop_loop.ident is None: self.stop_loop.start()
+        if self.stop_engine.ident is None: self.stop_engine.start()
         super().handle_exit(sig, frame)
 
 def serve(config: EngineConfig, host: str = '127.0.0.1', port: int = 8000, model_name: str | None = None,
           grace: float = 3.0):
     "Serve `config`'s model with the OpenAI API at http://host:port/v1 until interrupted."
-    import minillm
-    minillm.load_plugins()
-    server = Server(LLMEngine(config), model_name or str(config.model))
+    server = Server(EngineProcess(config), model_name or str(config.model))
     print(f"minillm: serving {server.model_name!r} at http://{host}:{port}/v1 (Ctrl-C stops)", flush=True)
     try: _Uvicorn(server, grace, host=host, port=port).run()
     except KeyboardInterrupt: pass                        # uvicorn re-raises Ctrl-C once it has shut down
-    finally: server.loop.stop()
+    finally: server.engine.stop()
     print("minillm: stopped", flush=True)
 
 # %% ../nbs/09b_server.ipynb #9b000024
