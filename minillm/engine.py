@@ -17,7 +17,7 @@ from .runner import ModelRunner, kv_bytes_per_block
 from .outputs import CompletionOutput, RequestMetrics, RequestOutput, detokenize_step
 
 # %% auto #0
-__all__ = ['PLUGINS', 'EngineConfig', 'resolve_features', 'Choice', 'Request', 'LLMEngine', 'PlainStep']
+__all__ = ['PLUGINS', 'EngineConfig', 'is_token_ids', 'resolve_features', 'Choice', 'Request', 'LLMEngine', 'PlainStep']
 
 # %% ../nbs/09_engine.ipynb #f1f1df19
 @dataclass
@@ -65,6 +65,10 @@ class EngineConfig:
             raise ValueError(f"gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization!r}")
 
 def _is_int(v) -> bool: return isinstance(v, int) and not isinstance(v, bool)
+
+def is_token_ids(p) -> bool:
+    "Is `p` a prompt given as token ids (a list or tuple of ints)?"
+    return isinstance(p, (list, tuple)) and all(type(t) is int for t in p)
 
 # %% ../nbs/09_engine.ipynb #e0a10002
 PLUGINS = {}   # name -> (chapter, setup(engine)), added by later chapters' modules, run in chapter order
@@ -200,7 +204,7 @@ class LLMEngine:
 def _prompt_ids(self: LLMEngine, prompt, params) -> list:
     "The token ids of `prompt`, checked: in the vocabulary, and fitting `max_model_len` and the KV pool."
     if isinstance(prompt, str): ids = self.tokenizer.encode(prompt)
-    elif isinstance(prompt, (list, tuple)) and all(type(t) is int for t in prompt): ids = list(prompt)
+    elif is_token_ids(prompt): ids = list(prompt)
     else:
         raise TypeError(f"a prompt must be a str or a list of int token ids, got {type(prompt).__name__}")
     V, n = self.model.config.vocab_size, len(ids)

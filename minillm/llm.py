@@ -9,7 +9,7 @@ from fastcore.basics import patch
 from .loading import DEFAULT_MODEL
 from .sampling import SamplingParams
 from .outputs import CompletionOutput, RequestMetrics, RequestOutput, StreamOutput
-from .engine import EngineConfig, LLMEngine
+from .engine import EngineConfig, LLMEngine, is_token_ids
 from .tokenizer import chat_prompt
 
 # %% auto #0
@@ -40,11 +40,9 @@ class LLM:
         return self.engine
 
 # %% ../nbs/09a_llm.ipynb #34f64752
-def _is_ids(p) -> bool: return isinstance(p, (list, tuple)) and bool(p) and all(type(t) is int for t in p)
-
 def normalize_prompts(prompts, sampling_params):
     "(list of prompts, list of SamplingParams); one prompt may be a str or a list of token ids."
-    if isinstance(prompts, str) or _is_ids(prompts): prompts = [prompts]
+    if isinstance(prompts, str) or (is_token_ids(prompts) and bool(prompts)): prompts = [prompts]
     elif not isinstance(prompts, (list, tuple)):
         raise TypeError("prompts must be a str, a list of token ids, or a list of those; "
                         f"got {type(prompts).__name__}")

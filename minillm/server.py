@@ -13,7 +13,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from .sampling import SamplingParams
 from .tokenizer import chat_prompt, load_tokenizer
-from .engine import EngineConfig, LLMEngine
+from .engine import EngineConfig, LLMEngine, is_token_ids
 
 # %% auto #0
 __all__ = ['FIELDS', 'EngineProcess', 'APIError', 'request_params', 'make_params', 'completion_prompts', 'completion_logprobs',
@@ -196,8 +196,7 @@ def make_params(kw: dict, prompt_len: int, max_model_len: int) -> SamplingParams
 
 def completion_prompts(body: dict) -> list:
     "The prompts of a completion request: strings or lists of token ids."
-    p = body.get('prompt')
-    ids = lambda x: isinstance(x, list) and bool(x) and all(type(t) is int for t in x)
+    p, ids = body.get('prompt'), lambda x: is_token_ids(x) and bool(x)
     if isinstance(p, str) or ids(p): return [p]
     if isinstance(p, list) and p and all(isinstance(x, str) or ids(x) for x in p): return p
     raise APIError("prompt must be a string, a list of strings, a list of token ids, or a list of those", 'prompt')
@@ -353,13 +352,14 @@ class _Call:
 
     def _record(self, o, j):
         "Count tokens for `usage` and the metrics; time a finished engine request."
-        m, n = self.server.metrics, sum(len(c[2]) for c in o[4])
+        m, (_, _, _, timing, choices) = self.server.metrics, o
+        n = sum(len(ids) for _, _, ids, _, _ in choices)
         self.completion_tokens += n
         m.generated.inc(n)
-        for c in o[4]:
-            if c[4]: m.finished.labels(c[4]).inc()
-        if o[3] is None: return
-        (ttft, decode), longest = o[3], max(self.ntok.get(j * self.n + k, 0) for k in range(self.n))
+        for *_, reason in choices:
+            if reason: m.finished.labels(reason).inc()
+        if timing is None: return
+        (ttft, decode), longest = timing, max(self.ntok.get(j * self.n + k, 0) for k in range(self.n))
         m.prompt.inc(len(self.prompts[j]))
         m.ttft.observe(ttft)
         if longest > 1: m.tpot.observe(decode / (longest - 1))
