@@ -27,6 +27,14 @@ def _wire(o) -> tuple:
     return (o.request_id, o.finished, o.error, timing,
             [(c.index, c.text, c.token_ids, c.logprobs, c.finish_reason) for c in o.outputs])
 
+def _merge(a: tuple, b: tuple) -> tuple:
+    "Wire output `a` followed by `b` (of the same request) as one: texts, ids and logprobs joined, `b`'s state."
+    ch = {c[0]: c for c in a[4]}
+    for i, text, ids, lps, reason in b[4]:
+        _, t0, ids0, lps0, _ = ch.get(i, (i, '', [], None, None))
+        ch[i] = i, t0 + text, ids0 + ids, lps if lps0 is None else lps0 + (lps or []), reason
+    return (*b[:4], [ch[i] for i in sorted(ch)])
+
 def _add(engine, rid, prompt, params):
     "Add a streaming request; if the engine refuses it, the error (any other exception is a bug: its text only)."
     try: engine.add_request(rid, prompt, params, stream=True)
@@ -44,24 +52,32 @@ def _engine_main(config: EngineConfig, conn):
     s, bm = engine.scheduler, engine.block_manager
     stats = lambda: (len(s.running), len(s.waiting), bm.num_used_blocks / bm.num_blocks, bm.stats.hit_rate)
     conn.send(('ready', str(engine.model.path), engine.max_model_len))
+    pending, ready = {}, True                              # outputs not sent yet; may we send?
     try:
         while True:
-            if not engine.has_unfinished_requests():
-                conn.send(('stats', stats()))
-                conn.poll(None)                            # idle: wait for a command
+            idle = not engine.has_unfinished_requests()
+            if idle and not pending: conn.send(('stats', stats()))
+            if idle: conn.poll(None)                       # wait for a command (or for the server to be ready)
             while conn.poll():
                 cmd, *args = conn.recv()
                 if cmd == 'stop': return engine.close()
-                if cmd == 'abort': engine.abort_request(args[0])
+                if cmd == 'read': ready = True
+                elif cmd == 'abort':
+                    engine.abort_request(args[0])
+                    for r in args[0]: pending.pop(r, None)
                 else: conn.send(('added', args[0], _add(engine, *args)))
-            if not engine.has_unfinished_requests(): continue
-            try: outs = engine.step()
-            except Exception as e:                         # not a failed request (the engine handles those): a bug
-                traceback.print_exc()
-                engine.abort_request(list(engine.requests))
-                conn.send(('fail', f"internal error: {e!r}"))
-                continue
-            conn.send(('outputs', [_wire(o) for o in outs], stats()))
+            if engine.has_unfinished_requests():
+                try: outs = engine.step()
+                except Exception as e:                     # not a failed request (the engine handles those): a bug
+                    traceback.print_exc()
+                    engine.abort_request(list(engine.requests))
+                    pending.clear()
+                    conn.send(('fail', f"internal error: {e!r}"))
+                    continue
+                for o in map(_wire, outs): pending[o[0]] = _merge(pending[o[0]], o) if o[0] in pending else o
+            if ready and pending:                          # one message in flight: the rest wait, merged
+                conn.send(('outputs', list(pending.values()), stats()))
+                pending, ready = {}, False
     except (EOFError, OSError): pass                       # the server is gone
 
 # %% ../nbs/09b_server.ipynb #9b000045
@@ -121,7 +137,7 @@ def _read(self: EngineProcess):
             kind, *msg = self.conn.recv()
             if kind == 'outputs':
                 outs, self.stats = msg
-                self._deliver([(o[0], o, o[1]) for o in outs])
+                self._deliver([(o[0], o, o[1]) for o in outs], then=self._ready)
             elif kind == 'stats': self.stats = msg[0]
             elif kind == 'added':
                 rid, err = msg
@@ -136,13 +152,20 @@ def _read(self: EngineProcess):
     self._deliver([(r, RuntimeError(why), True) for r in list(self.queues)])
 
 @patch
-def _deliver(self: EngineProcess, items):
-    "Hand `(request id, output, last)` items to their queues: one call into each event loop per message."
+def _deliver(self: EngineProcess, items, then=None):
+    "Hand `(request id, output, last)` items to their queues, one call into each event loop; `then()` after that."
     puts = {}
     for rid, item, last in items:
         loop, q = self.queues.pop(rid, (None, None)) if last else self.queues.get(rid, (None, None))
         if q is not None: puts.setdefault(loop, []).append((q, item))
     for loop, qs in puts.items(): loop.call_soon_threadsafe(_put_all, qs)
+    if then is not None: loop.call_soon_threadsafe(then) if puts else then()
+
+@patch
+def _ready(self: EngineProcess):
+    "Tell the engine that its last outputs reached the event loop: it may send the next (merged meanwhile)."
+    try: self._send(('read',))
+    except RuntimeError: pass                              # shutting down
 
 @patch
 def stop(self: EngineProcess):
@@ -412,7 +435,9 @@ class _Call:
                 except APIError as e:
                     yield sse(e.body())
                     break
-                yield ''.join(sse(dict(head, choices=self._choices(o, stream=True))) for o in outs)
+                merged = {}                                    # one event per engine request
+                for o in outs: merged[o[0]] = _merge(merged[o[0]], o) if o[0] in merged else o
+                yield ''.join(sse(dict(head, choices=self._choices(o, stream=True))) for o in merged.values())
             else:
                 if usage_too: yield sse(dict(head, choices=[], usage=usage(self.prompt_tokens, self.completion_tokens)))
             yield sse('[DONE]')
