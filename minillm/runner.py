@@ -32,13 +32,15 @@ class Batch:
     query_start_loc: torch.Tensor    # [S + 1] where each sequence's tokens start in the pack
     block_tables: torch.Tensor       # [S, w]
 
+def _aligned(n: int) -> int: return -(-n // 4) * 4      # int32 entries to the next 16-byte boundary
+
 def batch_views(buf, N: int, R: int, S: int, w: int) -> dict:
-    "The arrays of a batch of `N` tokens, `R` sample rows, `S` sequences (tables `w` wide), back to back in `buf`."
+    "The arrays of a batch of `N` tokens, `R` sample rows, `S` sequences (tables `w` wide), one after another in `buf`."
     sizes = dict(input_ids=N, positions=N, slot_mapping=N, feed=N, sample_rows=R,
                  context_lens=S, query_start_loc=S + 1)
     views, at = {}, 0
     for name, n in sizes.items():
-        views[name], at = buf[at:at + n], at + n
+        views[name], at = buf[at:at + n], _aligned(at + n)
     views['block_tables'] = buf[at:at + S * w].view(S, w)
     return views
 
@@ -84,7 +86,7 @@ class ModelRunner:
                                            c.num_key_value_heads, c.head_dim, dtype=dt, device=dev)
         self.spare_block = num_blocks       # never given to a request: padding rows point here
         self.store, self.attend = store_kv, attend_ref
-        n = 5 * max_tokens + 2 * max_seqs + 1 + max_seqs * max_width
+        n = 5 * max_tokens + 2 * max_seqs + 1 + max_seqs * max_width + 7 * 3   # + alignment
         self.host = torch.zeros(n, dtype=torch.int32, device='cpu', pin_memory=cuda)
         self.host_np = self.host.numpy()
         self.inputs = torch.zeros(n, dtype=torch.int32, device=dev)
@@ -124,8 +126,11 @@ def pack(self: ModelRunner,
     S2, N2, R2 = pad or (S, N, R)
     w = max(map(len, tables), default=1)
     pt, ps = N2 - N, S2 - S                                        # padding tokens and sequences
-    flat = [*ids, *[0] * pt, *pos, *[0] * pt, *slots, *[-1] * pt, *src, *[-1] * pt, *rows, *[0] * (R2 - R),
-            *ctx, *[1] * ps, *qsl, *range(N + 1, N + 1 + ps)]    # a padding sequence: one token...
+    flat = []
+    for a in ([*ids, *[0] * pt], [*pos, *[0] * pt], [*slots, *[-1] * pt], [*src, *[-1] * pt], [*rows, *[0] * (R2 - R)],
+              [*ctx, *[1] * ps], [*qsl, *range(N + 1, N + 1 + ps)]):   # a padding sequence: one token...
+        flat += a
+        flat += [0] * (_aligned(len(flat)) - len(flat))          # each array 16-byte aligned, as `batch_views` reads
     for t in tables: flat += t + [spare] * (w - len(t))
     flat += [spare] * (w * ps)                                     # ...in the spare block
     if len(flat) > len(self.host_np):

@@ -163,7 +163,7 @@ def _attend(acc, m_i, l_i, q, pos, k_ptr, v_ptr, bt_ptr, lo, hi, qk_scale, s_kb,
 def _prec(dtype): return 'ieee' if dtype == torch.float32 else 'tf32'  # fp32 caches: exact fp32 dots, not tf32
 
 # %% ../../nbs/10_triton_attention.ipynb #e964d6b1
-@triton.jit
+@triton.jit(do_not_specialize=['s_bt'])   # the tables' width changes with every batch
 def _decode_kernel(q_ptr, k_ptr, v_ptr, bt_ptr, ctx_ptr, out_ptr, po_ptr, plse_ptr, kn_ptr, vn_ptr, slot_ptr, qk_scale,
                    s_qs, s_qh, s_kb, s_kt, s_kh, s_vb, s_vt, s_vh, s_bt, s_os, s_oh, s_kns, s_knh, s_vns, s_vnh,
                    HQ: tl.constexpr, G: tl.constexpr, BLOCK_H: tl.constexpr, D: tl.constexpr, BS: tl.constexpr,
@@ -289,7 +289,7 @@ def paged_decode(q, k_cache, v_cache, block_tables, context_lens, scale=None, ou
 _TOL = {torch.float32: 1e-5, torch.float16: 3e-3, torch.bfloat16: 2e-2}   # relative error bounds used in the tests
 
 # %% ../../nbs/10_triton_attention.ipynb #834a7164
-@triton.jit(do_not_specialize=['S'])
+@triton.jit(do_not_specialize=['S', 's_bt'])   # one compiled kernel for any batch
 def _prefill_kernel(q_ptr, k_ptr, v_ptr, bt_ptr, ctx_ptr, qsl_ptr, out_ptr, qk_scale, S,
                     s_qn, s_qh, s_kb, s_kt, s_kh, s_vb, s_vt, s_vh, s_bt, s_on, s_oh,
                     G: tl.constexpr, GP: tl.constexpr, BLOCK_Q: tl.constexpr, D: tl.constexpr, BS: tl.constexpr,
