@@ -9,7 +9,7 @@ from pathlib import Path
 import torch
 from fastcore.imports import in_ipython
 from .loading import PRESETS, random_checkpoint
-from .workloads import (WORKLOADS, batch_workload, mixed_workload, prefix_workload, workload_label, request_lengths,
+from .workloads import (WORKLOADS, batch_workload, mixed_workload, prefix_workload, nanovllm_workload, workload_label, request_lengths,
                                make_requests, model_config, weight_bytes, kv_bytes_per_token, floor_seconds, measure_bandwidth)
 
 # %% auto #0
@@ -31,8 +31,8 @@ def _timed(device, fn):
 def _minillm(ckpt, device, dtype, **engine_kw):
     from minillm import LLM, SamplingParams
     llm = LLM(str(ckpt), dtype=str(dtype).split('.')[-1], device=device, **engine_kw)
-    def gen(prompts, max_tokens):
-        sps = [SamplingParams(temperature=0, max_tokens=n, ignore_eos=True) for n in max_tokens]
+    def gen(prompts, max_tokens, temperature=0.0):
+        sps = [SamplingParams(temperature=temperature, max_tokens=n, ignore_eos=True) for n in max_tokens]
         dt, outs = _timed(device, lambda: llm.generate(prompts, sps, use_tqdm=False))
         if any(o.error for o in outs): raise RuntimeError(next(o.error for o in outs if o.error))
         info = dict(cached_tokens=sum(o.metrics.num_cached_tokens for o in outs))
@@ -90,7 +90,8 @@ def _hf_batch(ckpt, device, dtype):
 _SETUP = {'minillm': _minillm, 'minillm-ngram': lambda *a: _minillm(*a, speculative_tokens=3), 'hf-eager': _hf_generate, 'hf-compile': lambda *a: _hf_generate(*a, compile=True), 'hf-batch': _hf_batch}
 
 def supports(peer: str, spec: dict) -> bool:
-    "Whether `peer` can run workload `spec` (transformers `generate` needs one output length for the batch)."
+    "Can `peer` run `spec`? (`generate` needs one output length per batch; transformers peers run greedy only.)"
+    if peer.startswith('hf') and spec.get('temperature'): return False
     return peer not in ('hf-eager', 'hf-compile') or len(set(request_lengths(spec)[1])) == 1
 
 # %% ../nbs/16_benchmarks.ipynb #de39fa9e
@@ -110,7 +111,8 @@ def _measure(gen, spec, repeats, phases):
     for v in range(repeats + 1):                                        # variant 0 is the warm-up
         prompts, max_tokens = make_requests(spec, variant=v)
         for ph in phases:
-            dt, outs, info[ph] = gen(prompts, max_tokens)
+            t = spec.get('temperature')
+            dt, outs, info[ph] = gen(prompts, max_tokens, **({'temperature': t} if t else {}))
             got = [len(o) for o in outs]
             if got != max_tokens: raise RuntimeError(f"generated {sum(got)} tokens where {sum(max_tokens)} were requested")
             if v: times[ph].append(dt)
@@ -159,6 +161,7 @@ def build_specs(workloads, batch_sizes=(1, 8, 32, 64), mixed_requests=256, prefi
         elif w == 'batch': specs += [batch_workload(b) for b in batch_sizes]
         elif w == 'mixed': specs.append(mixed_workload(mixed_requests))
         elif w == 'prefix': specs.append(prefix_workload(prefix_requests))
+        elif w == 'nanovllm': specs += [nanovllm_workload(), nanovllm_workload(temperature=0)]   # sampled, greedy
         else: raise ValueError(f"unknown workload {w!r}; choose from {', '.join(WORKLOADS)}, all")
     return specs
 
@@ -263,7 +266,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     "Add the options of `minillm bench` to `parser`."
     a = parser.add_argument
     a('--preset', type=_names(tuple(PRESETS), 'preset'), default=['qwen3-0.6b'], help=f"models, comma-separated: {', '.join(PRESETS)} or checkpoint directories (default: qwen3-0.6b)")
-    a('--workload', type=_names(WORKLOADS, 'workload', ('all',)), default=['batch'], help='batch, mixed, prefix or all, comma-separated (default: batch)')
+    a('--workload', type=_names(WORKLOADS, 'workload', ('all',)), default=['batch'], help='batch, mixed, prefix, nanovllm (sampled and greedy) or all, comma-separated (default: batch)')
     a('--batch-sizes', type=_sizes, default=[1, 8, 32, 64], help='batch sizes of the batch workload (default: 1,8,32,64)')
     a('--peers', type=_names(PEERS, 'peer'), default=list(PEERS), help=f"comma-separated, of {', '.join(PEERS)} (default: all)")
     a('--repeats', type=_positive, default=3, help='timed runs per workload after the warm-up; the median is reported (default: 3)')

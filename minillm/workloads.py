@@ -11,12 +11,13 @@ from .config import ModelConfig, config_from_hf, load_config
 from .loading import PRESETS
 
 # %% auto #0
-__all__ = ['VOCAB', 'WORKLOADS', 'batch_workload', 'mixed_workload', 'prefix_workload', 'workload_label', 'request_lengths',
-           'make_requests', 'model_config', 'weight_bytes', 'kv_bytes_per_token', 'floor_seconds', 'measure_bandwidth']
+__all__ = ['VOCAB', 'WORKLOADS', 'batch_workload', 'mixed_workload', 'prefix_workload', 'nanovllm_workload', 'workload_label',
+           'request_lengths', 'make_requests', 'model_config', 'weight_bytes', 'kv_bytes_per_token', 'floor_seconds',
+           'measure_bandwidth']
 
 # %% ../nbs/15a_workloads.ipynb #5a5a431b
 VOCAB = 151643                                   # token ids are drawn from [0, VOCAB): no special tokens
-WORKLOADS = ('batch', 'mixed', 'prefix')
+WORKLOADS = ('batch', 'mixed', 'prefix', 'nanovllm')
 
 def batch_workload(batch_size: int, prompt_len=256, output_len=128, seed=0, vocab=VOCAB) -> dict:
     "`batch_size` requests of `prompt_len` random tokens, each generating `output_len` tokens."
@@ -30,8 +31,20 @@ def prefix_workload(num_requests=32, prefix_len=1024, suffix_len=64, output_len=
     "`num_requests` requests sharing their first `prefix_len` tokens, each with `suffix_len` tokens of its own."
     return dict(kind='prefix', num_requests=num_requests, prefix_len=prefix_len, suffix_len=suffix_len, output_len=output_len, seed=seed, vocab=vocab)
 
+def nanovllm_workload(num_requests=256, temperature=0.6, seed=0) -> dict:
+    "nano-vllm's `bench.py`: prompts of `randint(100, 1024)` ids each `randint(0, 10000)`, `randint(100, 1024)` outputs."
+    return dict(kind='nanovllm', num_requests=num_requests, lo=100, hi=1024, temperature=temperature, seed=seed, vocab=10001)
+
+def _nanovllm(spec: dict) -> tuple:
+    "nano-vllm's requests, drawn in its order from `random.seed(seed)`: (prompts, max_tokens)."
+    rng, lo, hi = random.Random(spec['seed']), spec['lo'], spec['hi']
+    prompts = [[rng.randint(0, spec['vocab'] - 1) for _ in range(rng.randint(lo, hi))] for _ in range(spec['num_requests'])]
+    return prompts, [rng.randint(lo, hi) for _ in prompts]
+
 def workload_label(spec: dict) -> str:
-    return f"batch B={spec['batch_size']}" if spec['kind'] == 'batch' else f"{spec['kind']} n={spec['num_requests']}"
+    if spec['kind'] == 'batch': return f"batch B={spec['batch_size']}"
+    greedy = ' greedy' if spec['kind'] == 'nanovllm' and not spec['temperature'] else ''
+    return f"{spec['kind']} n={spec['num_requests']}{greedy}"
 
 def request_lengths(spec: dict) -> tuple:
     "(prompt lengths, output lengths) of a workload; the same for every variant."
@@ -42,10 +55,14 @@ def request_lengths(spec: dict) -> tuple:
         rng = random.Random(spec['seed'])
         pairs = [(rng.randint(spec['lo'], spec['hi']), rng.randint(spec['lo'], spec['hi'])) for _ in range(spec['num_requests'])]
         return [p for p, _ in pairs], [o for _, o in pairs]
+    if k == 'nanovllm':
+        prompts, outs = _nanovllm(spec)
+        return list(map(len, prompts)), outs
     raise ValueError(f"unknown workload kind {k!r}; choose from {', '.join(WORKLOADS)}")
 
 def make_requests(spec: dict, variant: int = 0) -> tuple:
     "(prompts as token-id lists, max_tokens per request); each `variant` draws fresh tokens of the same lengths."
+    if spec['kind'] == 'nanovllm' and variant == 0: return _nanovllm(spec)       # nano-vllm's very tokens
     plens, olens = request_lengths(spec)
     rng = random.Random(f"{spec['seed']}/{variant}")
     draw = lambda n: [rng.randrange(spec['vocab']) for _ in range(n)]
