@@ -6,7 +6,7 @@
 from __future__ import annotations
 import dataclasses
 import torch
-from .sampling import plain_greedy
+from .sampling import simple
 from .scheduler import FINISHED
 from .engine import PLUGINS, PlainStep
 
@@ -75,7 +75,7 @@ class GraphBank:
 
 # %% ../nbs/11_cuda_graphs.ipynb #ge000004
 class OverlapStep(PlainStep):
-    "Launch a greedy decode step before reading the tokens of the one in flight."
+    "Launch a decode step of simple rows before reading the tokens of the one in flight."
     def __init__(self, runner):
         n, cuda = runner.sampled.shape[0], runner.device.type == 'cuda'
         self.host = torch.zeros(2, n, dtype=torch.long, device='cpu', pin_memory=cuda)   # tokens of two steps
@@ -83,12 +83,12 @@ class OverlapStep(PlainStep):
         self.turn, self.inflight, self.launched = 0, None, 0          # inflight: (sequences, turn)
 
     def overlappable(self, engine, scheduled) -> bool:
-        "With `config.overlap`, a step of plain greedy decodes that a graph replays?"
+        "With `config.overlap`, a step of decodes of simple rows that a graph replays?"
         S, g = len(scheduled), engine.runner.graphs
         decodes = all(n == 1 and s.num_computed + 1 == s.num_tokens for s, n in scheduled)
-        greedy = all(plain_greedy(s.params, s.output_ids) for s, _ in scheduled)
+        rows = all(simple(s.params, s.output_ids) for s, _ in scheduled)
         fits = g.padding('decode', S, S, S) is not None
-        return engine.config.overlap and S > 0 and decodes and greedy and fits
+        return engine.config.overlap and S > 0 and decodes and rows and fits
 
     def step(self, engine, scheduled):
         if not self.overlappable(engine, scheduled):
@@ -128,7 +128,7 @@ class OverlapStep(PlainStep):
 
 # %% ../nbs/11_cuda_graphs.ipynb #ge000006
 def graphs_plugin(engine):
-    "Engine plugin: capture decode and one-sequence prefill graphs, and overlap greedy decode steps."
+    "Engine plugin: capture decode and one-sequence prefill graphs, and overlap decode steps of simple rows."
     if engine.cuda_graphs == 'off': return
     c, r = engine.config, engine.runner
     r.graphs = GraphBank(r, emulate=engine.cuda_graphs == 'emulate')

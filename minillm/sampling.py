@@ -12,7 +12,7 @@ import torch
 # %% auto #0
 __all__ = ['SamplingParams', 'apply_min_tokens', 'token_counts', 'apply_penalties', 'apply_top_k_top_p', 'apply_min_p',
            'process_logits', 'sample_key', 'keyed_exponential', 'random_sample', 'SamplerOutput', 'compute_logprobs',
-           'plain_greedy', 'sample']
+           'simple', 'plain_greedy', 'row_params', 'sample_simple', 'sample']
 
 # %% ../nbs/07_sampling.ipynb #b3328d37
 _SAMPLING_EPS = 1e-5  # temperatures below this are greedy, as in vLLM (dividing by them would overflow)
@@ -189,8 +189,9 @@ def sample_key(seed: int, position: int) -> int:
     return _mix32(_mix32(_mix32(s & _M32) ^ (s >> 32)) ^ position)
 
 def keyed_exponential(keys, vocab_size: int, device=None):
-    "`[len(keys), vocab_size]` Exp(1) variates; row r is a function of `keys[r]` alone."
-    k = torch.tensor(keys, dtype=torch.int64, device=device)[:, None]                  # [R, 1]
+    "`[len(keys), vocab_size]` Exp(1) variates; row r is a function of `keys[r]` alone (a list or an int64 tensor)."
+    k = (keys if torch.is_tensor(keys) else torch.tensor(keys, dtype=torch.int64, device=device))[:, None]   # [R, 1]
+    device = k.device
     j = _mix32(torch.arange(vocab_size, dtype=torch.int64, device=device))[None, :]    # [1, V]
     u = ((_mix32(k ^ j) >> 8).float() + 0.5) * 2.0 ** -24                             # [R, V] in (0, 1)
     return -torch.log(u)
@@ -231,10 +232,38 @@ def compute_logprobs(logits, params, tokens):
     return out
 
 # %% ../nbs/07_sampling.ipynb #36f3ab5e
-def plain_greedy(p, out):
-    "Greedy with nothing to apply (no penalty, no logprobs, min_tokens reached): the argmax of the raw logits."
-    return (p.greedy and p.logprobs is None and p.repetition_penalty == 1 and p.presence_penalty == 0
+def simple(p, out) -> bool:
+    "A row that needs nothing of its history: no penalty, no logprobs, min_tokens reached (`out`: its output so far)."
+    return (p.logprobs is None and p.repetition_penalty == 1 and p.presence_penalty == 0
             and p.frequency_penalty == 0 and len(out) >= p.min_tokens)
+
+def plain_greedy(p, out) -> bool:
+    "A simple greedy row: the argmax of its raw logits."
+    return p.greedy and simple(p, out)
+
+def row_params(params, keys, device) -> torch.Tensor:
+    "`[5, B]` float64 on `device`: temperature (0: greedy), top_k, top_p, min_p, key (-1: none); no host sync."
+    t = torch.tensor([[0.0 if p.greedy else p.temperature for p in params], [p.top_k for p in params],
+                      [p.top_p for p in params], [p.min_p for p in params],
+                      [-1 if k is None else k for k in keys]], dtype=torch.float64)      # 32-bit keys are exact
+    if torch.device(device).type == 'cuda': t = t.pin_memory()                     # an asynchronous copy
+    return t.to(device, non_blocking=True)
+
+def sample_simple(logits, params, keys, generator=None, out=None):
+    "Tokens `[B]` of simple rows: per-row parameters go to the device in one copy and nothing waits for the device."
+    B, V = logits.shape
+    temp, k, top_p, min_p, key = row_params(params, keys, logits.device)
+    greedy = temp == 0
+    x = logits.float() / torch.where(greedy, 1.0, temp).float()[:, None]
+    hot = [p for p in params if not p.greedy]
+    if any(p.top_k > 0 or p.top_p < 1 for p in hot):
+        x = apply_top_k_top_p(x, torch.where(greedy, 0, k).long(), torch.where(greedy, 1.0, top_p).float())
+    if any(p.min_p > 0 for p in hot): x = apply_min_p(x, torch.where(greedy, 0.0, min_p).float())
+    q = torch.empty_like(x).exponential_(generator=generator)                      # [B, V] the shared stream
+    if any(k is not None for k in keys):
+        q = torch.where((key >= 0)[:, None], keyed_exponential(key.long(), V), q)
+    tokens = (x.softmax(-1) / q.clamp_min_(torch.finfo(q.dtype).tiny)).argmax(-1)
+    return torch.where(greedy, logits.argmax(-1), tokens, out=out)
 
 def sample(logits,             # `[B, V]` raw logits, one row per token to choose
            params,             # B `SamplingParams`
@@ -243,7 +272,7 @@ def sample(logits,             # `[B, V]` raw logits, one row per token to choos
            keys,               # B keys from `sample_key`, or None for the shared stream
            eos_token_ids=(),   # masked until min_tokens
            generator=None,     # the shared stream; None: torch's default generator
-           out=None) -> SamplerOutput:   # `[B]` long tensor for the tokens of an all-greedy batch
+           out=None) -> SamplerOutput:   # `[B]` long tensor for the tokens of a batch of simple rows
     "Choose the next token of each row of `logits`, each row with its own `SamplingParams`."
     if not torch.is_tensor(logits) or logits.ndim != 2 or not logits.is_floating_point():
         raise ValueError(f"logits must be a float tensor of shape [B, V], got "
@@ -254,6 +283,8 @@ def sample(logits,             # `[B, V]` raw logits, one row per token to choos
     eos = (eos_token_ids,) if isinstance(eos_token_ids, int) else tuple(eos_token_ids)
     if all(plain_greedy(p, o) for p, o in zip(params, output_ids)):                      # the common serving case
         return SamplerOutput(torch.argmax(logits, -1, out=out), [None] * B)
+    if all(simple(p, o) for p, o in zip(params, output_ids)):                            # no history needed
+        return SamplerOutput(sample_simple(logits, params, keys, generator, out), [None] * B)
     x = process_logits(logits, params, prompt_ids, output_ids, eos)
     tokens = x.argmax(-1)                                                                 # [B]; final for greedy rows
     idx = [i for i, p in enumerate(params) if not p.greedy]
