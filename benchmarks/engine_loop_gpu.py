@@ -73,7 +73,10 @@ def sharing():
     log('sharing:', R['sharing'])
 
 def seeded():
-    sps = [SamplingParams(temperature=0.8, top_p=0.95, seed=i, max_tokens=64, ignore_eos=True) for i in range(4)]
+    # rows 0-1 ask for top-p (sorted, `sample_simple`), rows 2-3 for min-p (the one-kernel `sample_fused` when alone;
+    # in a batch with top-p rows, `sample_simple`): every way must give each seeded request the same tokens
+    sps = [SamplingParams(temperature=0.8, top_p=0.95 if i < 2 else 1.0, min_p=0.0 if i < 2 else 0.05, seed=i,
+                          max_tokens=64, ignore_eos=True) for i in range(4)]
     crowd = [SamplingParams(temperature=1.0, max_tokens=64, ignore_eos=True)] * 4
     out = {}
     for k in (0, 3):

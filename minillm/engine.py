@@ -11,7 +11,7 @@ from fastcore.basics import patch
 from .loading import DEFAULT_MODEL, load_model, resolve_device
 from .tokenizer import load_tokenizer
 from .paged import BlockManager
-from .sampling import SamplingParams, sample as sample_logits, sample_key
+from .sampling import SamplingParams, sample as sample_logits, sample_key, sample_simple
 from .scheduler import Scheduler, Sequence, RUNNING, FINISHED
 from .runner import ModelRunner, kv_bytes_per_block
 from .outputs import CompletionOutput, RequestMetrics, RequestOutput, detokenize_step
@@ -174,6 +174,7 @@ class LLMEngine:
         width = -(-self.max_model_len // c.block_size)
         self.runner = ModelRunner(self.model, self.num_blocks, c.block_size, tokens, seqs, width)
         self.generator = torch.Generator(self.device).manual_seed(c.seed)
+        self.simple_sampler = sample_simple                 # samples a batch of simple rows (a later chapter's kernel)
         self.stepper = PlainStep()                          # how a step runs; later chapters bring others
         self.requests, self._by_seq, self._changed, self._next_seq = {}, {}, {}, 0
         for _, setup in sorted(PLUGINS.values(), key=lambda p: p[0]): setup(self)
@@ -326,7 +327,7 @@ def sample(self: LLMEngine, logits, seqs, drafts=None, out=None):
     params, prompts = [s.params for s, _, _ in rows], [s.prompt_ids for s, _, _ in rows]
     outputs = [s.output_ids + d for s, d, _ in rows]            # as if the drafts before were generated
     eos = self.eos_token_ids
-    return sample_logits(logits, params, prompts, outputs, keys, eos, self.generator, out)
+    return sample_logits(logits, params, prompts, outputs, keys, eos, self.generator, out, self.simple_sampler)
 
 # %% ../nbs/09_engine.ipynb #a06bd1b6
 class PlainStep:

@@ -272,7 +272,8 @@ def sample(logits,             # `[B, V]` raw logits, one row per token to choos
            keys,               # B keys from `sample_key`, or None for the shared stream
            eos_token_ids=(),   # masked until min_tokens
            generator=None,     # the shared stream; None: torch's default generator
-           out=None) -> SamplerOutput:   # `[B]` long tensor for the tokens of a batch of simple rows
+           out=None,           # `[B]` long tensor for the tokens of a batch of simple rows
+           simple_sampler=sample_simple) -> SamplerOutput:   # what samples a batch of simple rows
     "Choose the next token of each row of `logits`, each row with its own `SamplingParams`."
     if not torch.is_tensor(logits) or logits.ndim != 2 or not logits.is_floating_point():
         raise ValueError(f"logits must be a float tensor of shape [B, V], got "
@@ -284,7 +285,7 @@ def sample(logits,             # `[B, V]` raw logits, one row per token to choos
     if all(plain_greedy(p, o) for p, o in zip(params, output_ids)):                      # the common serving case
         return SamplerOutput(torch.argmax(logits, -1, out=out), [None] * B)
     if all(simple(p, o) for p, o in zip(params, output_ids)):                            # no history needed
-        return SamplerOutput(sample_simple(logits, params, keys, generator, out), [None] * B)
+        return SamplerOutput(simple_sampler(logits, params, keys, generator, out), [None] * B)
     x = process_logits(logits, params, prompt_ids, output_ids, eos)
     tokens = x.argmax(-1)                                                                 # [B]; final for greedy rows
     idx = [i for i, p in enumerate(params) if not p.greedy]

@@ -6,11 +6,13 @@
 from __future__ import annotations
 import torch
 from .attention import _pdl_start, pdl_options     # (chooses the interpreter without CUDA)
+from ..engine import PLUGINS
+from ..sampling import row_params, sample_simple
 import triton
 import triton.language as tl
 
 # %% auto #0
-__all__ = ['rms_norm', 'qk_norm_rope', 'silu_mul']
+__all__ = ['rms_norm', 'qk_norm_rope', 'silu_mul', 'sample_fused', 'sampling_plugin']
 
 # %% ../../nbs/10a_fused_ops.ipynb #437c568b
 @triton.jit
@@ -123,3 +125,60 @@ def silu_mul(gate_up):
     out = torch.empty(*gate_up.shape[:-1], I, dtype=gate_up.dtype, device=gate_up.device)
     if x2.shape[0]: _silu_mul_kernel[(x2.shape[0], triton.cdiv(I, 1024))](x2, out, x2.stride(0), I, I, BLOCK=1024, num_warps=4, **pdl_options(x2))
     return out
+
+# %% ../../nbs/10a_fused_ops.ipynb #a5a00002
+@triton.jit
+def _mix32(x):
+    "lowbias32 on uint32 lanes (the sampling chapter's `_mix32`)."
+    x = x ^ (x >> 16)
+    x = x * tl.full([], 0x7FEB352D, tl.uint32)
+    x = x ^ (x >> 15)
+    x = x * tl.full([], 0x846CA68B, tl.uint32)
+    return x ^ (x >> 16)
+
+@triton.jit
+def _sample_kernel(x_ptr, s_x, t_ptr, mp_ptr, key_ptr, out_ptr, V, BLOCK: tl.constexpr):
+    r = tl.program_id(0)
+    t, mp = tl.load(t_ptr + r), tl.load(mp_ptr + r)
+    greedy = t == 0.0
+    tt = tl.where(greedy, 1.0, t)
+    key = tl.load(key_ptr + r).to(tl.uint32)
+    row = x_ptr + r.to(tl.int64) * s_x
+    m = tl.full([BLOCK], float('-inf'), tl.float32)
+    for start in range(0, V, BLOCK):                                   # the row's largest scaled logit
+        offs = start + tl.arange(0, BLOCK)
+        m = tl.maximum(m, tl.load(row + offs, mask=offs < V, other=float('-inf')).to(tl.float32) / tt)
+    m = tl.max(m, 0)
+    best, best_i = tl.full([], float('-inf'), tl.float32), tl.full([], 0, tl.int32)
+    for start in range(0, V, BLOCK):                                   # exponential race, or the argmax
+        offs = start + tl.arange(0, BLOCK)
+        raw = tl.load(row + offs, mask=offs < V, other=float('-inf')).to(tl.float32)
+        e = tl.exp(raw / tt - m)                                       # probability / the largest one
+        u = ((_mix32(key ^ _mix32(offs.to(tl.uint32))) >> 8).to(tl.float32) + 0.5) * 5.9604644775390625e-08
+        s = tl.where(greedy, raw, tl.where(e >= mp, e / -tl.log(u), float('-inf')))
+        s = tl.where(offs < V, s, float('-inf'))
+        bv, bi = tl.max(s, 0), tl.argmax(s, 0)
+        best_i = tl.where(bv > best, start + bi, best_i)             # strictly greater: the first maximum
+        best = tl.maximum(bv, best)
+    tl.store(out_ptr + r, best_i)
+
+def sample_fused(logits, params, keys, generator=None, out=None):
+    "`sample_simple` in one kernel launch (rows that ask for top-k or top-p: `sample_simple`)."
+    if any(not p.greedy and (p.top_k > 0 or p.top_p < 1) for p in params):
+        return sample_simple(logits, params, keys, generator, out)
+    B, V = logits.shape
+    logits = logits if logits.stride(1) == 1 else logits.contiguous()
+    temp, _, _, min_p, key = row_params(params, keys, logits.device)
+    key = key.long()
+    if any(k is None for k in keys):                                   # the shared stream: a fresh key per step
+        fresh = torch.randint(0, 2**32, (B,), generator=generator, device=logits.device)
+        key = torch.where(key >= 0, key, fresh)
+    tokens = torch.empty(B, dtype=torch.int32, device=logits.device)
+    _sample_kernel[(B,)](logits, logits.stride(0), temp.float(), min_p.float(), key, tokens, V, BLOCK=1024, num_warps=8)
+    return tokens.long() if out is None else out.copy_(tokens)
+
+def sampling_plugin(engine):
+    "Engine plugin: with the Triton back end, batches of simple rows are sampled by `sample_fused`."
+    if engine.attention_backend == 'triton': engine.simple_sampler = sample_fused
+
+PLUGINS['fused_sampling'] = (10.1, sampling_plugin)
