@@ -260,7 +260,7 @@ def sample_simple(logits, params, keys, generator=None, out=None):
         x = apply_top_k_top_p(x, torch.where(greedy, 0, k).long(), torch.where(greedy, 1.0, top_p).float())
     if any(p.min_p > 0 for p in hot): x = apply_min_p(x, torch.where(greedy, 0.0, min_p).float())
     q = torch.empty_like(x).exponential_(generator=generator)                      # [B, V] the shared stream
-    if any(k is not None for k in keys):
+    if any(x_key is not None for x_key in keys):
         q = torch.where((key >= 0)[:, None], keyed_exponential(key.long(), V), q)
     tokens = (x.softmax(-1) / q.clamp_min_(torch.finfo(q.dtype).tiny)).argmax(-1)
     return torch.where(greedy, logits.argmax(-1), tokens, out=out)
