@@ -74,6 +74,11 @@ def served(pool, url: str, prompts, max_tokens: int, c: int) -> dict:
     starts, firsts, ends, ntoks = ({k: v for part in parts for k, v in part[j].items()} for j in range(4))
     return summary(min(starts.values()), starts, firsts, ends, ntoks)    # perf_counter: one clock for all processes
 
+def median_run(mode: str, c: int, runs: list) -> dict:
+    "The run of median throughput, with every run's throughput beside it."
+    m = sorted(runs, key=lambda r: r['tokens_per_s'])[len(runs) // 2]
+    return dict(mode=mode, concurrency=c, **m, runs_tokens_per_s=[r['tokens_per_s'] for r in runs])
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument('--preset', default=None, help='a random-weight checkpoint of this architecture (default: the embedded model)')
@@ -84,6 +89,7 @@ def main():
     p.add_argument('--input-len', type=int, default=256)
     p.add_argument('--output-len', type=int, default=128)
     p.add_argument('--port', type=int, default=8321)
+    p.add_argument('--repeats', type=int, default=1, help='runs of each mode and concurrency; the median is reported')
     p.add_argument('--client-procs', type=int, default=8, help='processes the clients are spread over')
     a = p.parse_args()
     cs = [int(x) for x in a.concurrency.split(',')]
@@ -94,7 +100,9 @@ def main():
         model = str(random_checkpoint(**PRESETS[a.preset], dtype=dt, device='cuda' if torch.cuda.is_available() else 'cpu'))
     engine_args = dict(dtype=a.dtype, device=a.device, max_num_seqs=max(cs))
     g = torch.Generator().manual_seed(0)
-    prompts = {c: [torch.randint(0, 150000, (a.input_len,), generator=g).tolist() for _ in range(a.per_client * c)] for c in cs}
+    draw = lambda n: [torch.randint(0, 150000, (a.input_len,), generator=g).tolist() for _ in range(n)]
+    warm = draw(2 * max(cs))                                   # fresh prompts everywhere: no prefix-cache hits
+    prompts = {(c, k): draw(a.per_client * c) for c in cs for k in range(a.repeats)}
     sp = SamplingParams(temperature=0, max_tokens=a.output_len, ignore_eos=True)
     commit = os.environ.get('MINILLM_COMMIT') or subprocess.run(['git', 'rev-parse', '--short', 'HEAD'], capture_output=True, text=True).stdout.strip()
     R = dict(date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds'), commit=commit,
@@ -104,24 +112,26 @@ def main():
     save = saver(R, 'serve_load')
 
     with LLM(model, **engine_args) as llm:
-        offline(llm.engine, prompts[max(cs)][:2 * max(cs)], sp, max(cs))               # warm-up: kernels, graphs
+        offline(llm.engine, warm, sp, max(cs))               # warm-up: kernels, graphs
         for c in cs:
-            R['rows'].append(dict(mode='offline', concurrency=c, **offline(llm.engine, prompts[c], sp, c)))
+            R['rows'].append(median_run('offline', c, [offline(llm.engine, prompts[c, k], sp, c) for k in range(a.repeats)]))
             log(R['rows'][-1])
     gc.collect(); torch.cuda.empty_cache() if torch.cuda.is_available() else None
 
     flags = ['--model', model, '--dtype', a.dtype, '--device', a.device, '--max-num-seqs', str(max(cs))]
     mp = multiprocessing.get_context('spawn')
     with server_process(*flags, port=a.port) as srv, cf.ProcessPoolExecutor(a.client_procs, mp_context=mp) as pool:
-        served(pool, srv.url, prompts[max(cs)][:2 * max(cs)], a.output_len, max(cs))   # warm-up
+        served(pool, srv.url, warm, a.output_len, max(cs))   # warm-up
         for c in cs:
-            R['rows'].append(dict(mode='server', concurrency=c, **served(pool, srv.url, prompts[c], a.output_len, c)))
+            runs = [served(pool, srv.url, prompts[c, k], a.output_len, c) for k in range(a.repeats)]
+            R['rows'].append(median_run('server', c, runs))
             log(R['rows'][-1])
     off = {r['concurrency']: r['tokens_per_s'] for r in R['rows'] if r['mode'] == 'offline'}
     for r in R['rows']: r['vs_offline'] = r['tokens_per_s'] / off[r['concurrency']]
     save()
 
-    print(f"\n{R['model']} on {R['device']}, {a.input_len} -> {a.output_len} tokens, {a.per_client} requests per client")
+    print(f"\n{R['model']} on {R['device']}, {a.input_len} -> {a.output_len} tokens, {a.per_client} requests per client, "
+          f"median of {a.repeats} run(s)")
     print(f"{'mode':8} {'conc':>4} {'tokens/s':>10} {'vs offline':>10} {'TTFT p50':>9} {'p99':>8} {'TPOT p50':>9} {'p99':>8}  (ms)")
     for r in R['rows']:
         print(f"{r['mode']:8} {r['concurrency']:4} {r['tokens_per_s']:10.1f} {r['vs_offline']:10.3f} "
