@@ -325,7 +325,7 @@ def sample(self: LLMEngine, logits, seqs, drafts=None, out=None):
     rows = [(s, d[:j], s.num_tokens + j) for s, d in zip(seqs, drafts) for j in range(len(d) + 1)]
     keys = [None if s.params.seed is None else sample_key(s.params.seed, pos) for s, _, pos in rows]
     params, prompts = [s.params for s, _, _ in rows], [s.prompt_ids for s, _, _ in rows]
-    outputs = [s.output_ids + d for s, d, _ in rows]            # as if the drafts before were generated
+    outputs = [s.output_ids + d if d else s.output_ids for s, d, _ in rows]   # drafts as if generated
     eos = self.eos_token_ids
     return sample_logits(logits, params, prompts, outputs, keys, eos, self.generator, out, self.simple_sampler)
 
