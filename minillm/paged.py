@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections import OrderedDict, deque
 from dataclasses import dataclass
 import torch
+from fastcore.basics import patch
 
 # %% auto #0
 __all__ = ['hash_block', 'PrefixCacheStats', 'BlockManager', 'allocate_kv_cache', 'store_kv', 'paged_attention_ref']
@@ -74,89 +75,99 @@ class BlockManager:
         _check_int('start', start, 0, len(t) * bs); _check_int('end', end, start, len(t) * bs)
         return [t[p // bs] * bs + p % bs for p in range(start, end)]
 
-    def match_prefix(self, token_ids) -> int:
-        "Tokens of `token_ids` that prefix-cache hits would cover now (a multiple of block_size); changes nothing."
-        return len(self._match(token_ids)[0]) * self.block_size
-
-    def allocate(self, seq_id, token_ids, num_tokens: int, budget: int | None = None) -> bool:
-        "Make the table of `seq_id` cover its first `num_tokens` tokens (on a first allocation at most `budget` beyond its prefix-cache hits); False (and no change) if blocks run out."
-        _check_tokens(token_ids); _check_int('num_tokens', num_tokens, 0, len(token_ids))
-        if budget is not None: _check_int('budget', budget, 0)
-        table = self._tables.get(seq_id)
-        if table is not None:                                 # a running sequence: new blocks only, every step
-            need = -(-num_tokens // self.block_size) - len(table)
-            if need > 0:
-                if need > self.num_free_blocks: return False
-                table.extend(self._take_block() for _ in range(need))
-            return True
-        hits, h, rid = self._match(token_ids)
-        if budget is not None: num_tokens = min(num_tokens, len(hits) * self.block_size + budget)
-        need = max(0, -(-num_tokens // self.block_size) - len(hits))
-        revived = sum(self.ref_count[b] == 0 for b in hits)   # hits now evictable: taking them shrinks the pool
-        if need > self.num_free_blocks - revived: return False
-        for b in hits:
-            if self.ref_count[b] == 0: del self._evictable[b]
-            self.ref_count[b] += 1
-        self._tables[seq_id], self._num_cached[seq_id] = list(hits), len(hits) * self.block_size
-        self._chain[seq_id] = (len(hits), h, rid)
-        self.stats.queried_tokens += len(token_ids); self.stats.hit_tokens += len(hits) * self.block_size
-        self._tables[seq_id].extend(self._take_block() for _ in range(need))
-        return True
-
-    def commit(self, seq_id, token_ids, num_computed: int):
-        "Register in the prefix cache every block of `seq_id` that its first `num_computed` tokens fill completely."
-        table, bs = self._table(seq_id), self.block_size
-        _check_tokens(token_ids); _check_int('num_computed', num_computed, 0, min(len(token_ids), len(table) * bs))
-        done, h, rid = self._chain[seq_id]
-        if not self.enable_prefix_caching or num_computed // bs <= done: return   # no block newly full
-        for i in range(done, num_computed // bs):
-            toks = tuple(token_ids[i * bs:(i + 1) * bs])
-            h = self.hash_fn(h, toks)
-            b = self._hash_to_block.get(h)
-            if b is not None and self._key[b] == (rid, toks): rid = self._reg_id[b]; continue  # computed twice: follow the cached copy
-            if b is not None: self._uncache(b)         # a collision or an orphan: the newest block wins
-            b = table[i]
-            self._hash_to_block[h], self._hash[b], self._key[b] = b, h, (rid, toks)
-            self._reg_id[b] = rid = self._next_id; self._next_id += 1
-        self._chain[seq_id] = (max(done, num_computed // bs), h, rid)
-
-    def free(self, seq_id):
-        "Drop `seq_id`: blocks whose refcount reaches 0 become evictable if cached, free otherwise."
-        for b in reversed(self._table(seq_id)):   # tail first: children are evicted before their parents
-            self.ref_count[b] -= 1
-            if self.ref_count[b] == 0:
-                if self._hash[b] is None: self._free.append(b)
-                else: self._evictable[b] = None
-        del self._tables[seq_id], self._num_cached[seq_id], self._chain[seq_id]
-
     def _table(self, seq_id):
         if seq_id not in self._tables: raise ValueError(f"unknown seq_id {seq_id!r}: allocate it first (or it was freed)")
         return self._tables[seq_id]
 
-    def _match(self, token_ids):
-        "Confirmed cached blocks for the longest shareable prefix, with the chain's last hash and registration id."
-        _check_tokens(token_ids)
-        hits, h, rid, bs = [], 0, None, self.block_size
-        if not self.enable_prefix_caching: return hits, h, rid
-        for i in range((len(token_ids) - 1) // bs):   # full blocks only, never the last token
-            toks = tuple(token_ids[i * bs:(i + 1) * bs])
-            nh = self.hash_fn(h, toks)
-            b = self._hash_to_block.get(nh)
-            if b is None or self._key[b] != (rid, toks): break
-            hits.append(b); h, rid = nh, self._reg_id[b]
-        return hits, h, rid
+# %% ../nbs/06_paged.ipynb #cf2aec20
+@patch
+def _match(self: BlockManager, token_ids):
+    "Confirmed cached blocks for the longest shareable prefix, with the chain's last hash and registration id."
+    _check_tokens(token_ids)
+    hits, h, rid, bs = [], 0, None, self.block_size
+    if not self.enable_prefix_caching: return hits, h, rid
+    for i in range((len(token_ids) - 1) // bs):   # full blocks only, never the last token
+        toks = tuple(token_ids[i * bs:(i + 1) * bs])
+        nh = self.hash_fn(h, toks)
+        b = self._hash_to_block.get(nh)
+        if b is None or self._key[b] != (rid, toks): break
+        hits.append(b); h, rid = nh, self._reg_id[b]
+    return hits, h, rid
 
-    def _take_block(self):
-        if not self._free: self._uncache(next(iter(self._evictable)))   # evict the least recently released
-        b = self._free.popleft()
-        self.ref_count[b] = 1
-        return b
+@patch
+def match_prefix(self: BlockManager, token_ids) -> int:
+    "Tokens of `token_ids` that prefix-cache hits would cover now (a multiple of block_size); changes nothing."
+    return len(self._match(token_ids)[0]) * self.block_size
 
-    def _uncache(self, b):
-        "Drop block `b` from the prefix cache (back to the free list if nobody holds it)."
-        del self._hash_to_block[self._hash[b]]
-        self._hash[b] = self._key[b] = self._reg_id[b] = None
-        if self.ref_count[b] == 0: del self._evictable[b]; self._free.append(b)
+@patch
+def allocate(self: BlockManager, seq_id, token_ids, num_tokens: int, budget: int | None = None) -> bool:
+    "Make the table of `seq_id` cover its first `num_tokens` tokens (on a first allocation at most `budget` beyond its prefix-cache hits); False (and no change) if blocks run out."
+    _check_tokens(token_ids); _check_int('num_tokens', num_tokens, 0, len(token_ids))
+    if budget is not None: _check_int('budget', budget, 0)
+    table = self._tables.get(seq_id)
+    if table is not None:                                 # a running sequence: new blocks only, every step
+        need = -(-num_tokens // self.block_size) - len(table)
+        if need > 0:
+            if need > self.num_free_blocks: return False
+            table.extend(self._take_block() for _ in range(need))
+        return True
+    hits, h, rid = self._match(token_ids)
+    if budget is not None: num_tokens = min(num_tokens, len(hits) * self.block_size + budget)
+    need = max(0, -(-num_tokens // self.block_size) - len(hits))
+    revived = sum(self.ref_count[b] == 0 for b in hits)   # hits now evictable: taking them shrinks the pool
+    if need > self.num_free_blocks - revived: return False
+    for b in hits:
+        if self.ref_count[b] == 0: del self._evictable[b]
+        self.ref_count[b] += 1
+    self._tables[seq_id], self._num_cached[seq_id] = list(hits), len(hits) * self.block_size
+    self._chain[seq_id] = (len(hits), h, rid)
+    self.stats.queried_tokens += len(token_ids); self.stats.hit_tokens += len(hits) * self.block_size
+    self._tables[seq_id].extend(self._take_block() for _ in range(need))
+    return True
+
+@patch
+def _take_block(self: BlockManager):
+    if not self._free: self._uncache(next(iter(self._evictable)))   # evict the least recently released
+    b = self._free.popleft()
+    self.ref_count[b] = 1
+    return b
+
+# %% ../nbs/06_paged.ipynb #cf2aec21
+@patch
+def commit(self: BlockManager, seq_id, token_ids, num_computed: int):
+    "Register in the prefix cache every block of `seq_id` that its first `num_computed` tokens fill completely."
+    table, bs = self._table(seq_id), self.block_size
+    _check_tokens(token_ids); _check_int('num_computed', num_computed, 0, min(len(token_ids), len(table) * bs))
+    done, h, rid = self._chain[seq_id]
+    if not self.enable_prefix_caching or num_computed // bs <= done: return   # no block newly full
+    for i in range(done, num_computed // bs):
+        toks = tuple(token_ids[i * bs:(i + 1) * bs])
+        h = self.hash_fn(h, toks)
+        b = self._hash_to_block.get(h)
+        if b is not None and self._key[b] == (rid, toks): rid = self._reg_id[b]; continue  # computed twice: follow the cached copy
+        if b is not None: self._uncache(b)         # a collision or an orphan: the newest block wins
+        b = table[i]
+        self._hash_to_block[h], self._hash[b], self._key[b] = b, h, (rid, toks)
+        self._reg_id[b] = rid = self._next_id; self._next_id += 1
+    self._chain[seq_id] = (max(done, num_computed // bs), h, rid)
+
+# %% ../nbs/06_paged.ipynb #cf2aec22
+@patch
+def free(self: BlockManager, seq_id):
+    "Drop `seq_id`: blocks whose refcount reaches 0 become evictable if cached, free otherwise."
+    for b in reversed(self._table(seq_id)):   # tail first: children are evicted before their parents
+        self.ref_count[b] -= 1
+        if self.ref_count[b] == 0:
+            if self._hash[b] is None: self._free.append(b)
+            else: self._evictable[b] = None
+    del self._tables[seq_id], self._num_cached[seq_id], self._chain[seq_id]
+
+@patch
+def _uncache(self: BlockManager, b):
+    "Drop block `b` from the prefix cache (back to the free list if nobody holds it)."
+    del self._hash_to_block[self._hash[b]]
+    self._hash[b] = self._key[b] = self._reg_id[b] = None
+    if self.ref_count[b] == 0: del self._evictable[b]; self._free.append(b)
 
 # %% ../nbs/06_paged.ipynb #e216899b
 def allocate_kv_cache(num_layers: int, num_blocks: int, block_size: int, num_kv_heads: int, head_dim: int,
