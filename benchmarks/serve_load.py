@@ -79,20 +79,26 @@ def median_run(mode: str, c: int, runs: list) -> dict:
     m = sorted(runs, key=lambda r: r['tokens_per_s'])[len(runs) // 2]
     return dict(mode=mode, concurrency=c, **m, runs_tokens_per_s=[r['tokens_per_s'] for r in runs])
 
+def positive(v: str) -> int:
+    "An argparse type: an int >= 1."
+    if not v.isdigit() or int(v) < 1: raise argparse.ArgumentTypeError(f"must be an int >= 1, got {v!r}")
+    return int(v)
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument('--preset', default=None, help='a random-weight checkpoint of this architecture (default: the embedded model)')
     p.add_argument('--dtype', default='auto')
     p.add_argument('--device', default='auto')
     p.add_argument('--concurrency', default='1,16,64')
-    p.add_argument('--per-client', type=int, default=4, help='requests per client at each concurrency')
-    p.add_argument('--input-len', type=int, default=256)
-    p.add_argument('--output-len', type=int, default=128)
+    p.add_argument('--per-client', type=positive, default=4, help='requests per client at each concurrency')
+    p.add_argument('--input-len', type=positive, default=256)
+    p.add_argument('--output-len', type=positive, default=128)
     p.add_argument('--port', type=int, default=8321)
-    p.add_argument('--repeats', type=int, default=1, help='runs of each mode and concurrency; the median is reported')
-    p.add_argument('--client-procs', type=int, default=8, help='processes the clients are spread over')
+    p.add_argument('--repeats', type=positive, default=1, help='runs of each mode and concurrency; the median is reported')
+    p.add_argument('--client-procs', type=positive, default=8, help='processes the clients are spread over')
     a = p.parse_args()
-    cs = [int(x) for x in a.concurrency.split(',')]
+    try: cs = [positive(x) for x in a.concurrency.split(',')]
+    except argparse.ArgumentTypeError as e: p.error(f"argument --concurrency: each value {e}")
     model = 'tiny-qwen3'
     if a.preset:
         from minillm.loading import random_checkpoint, PRESETS
