@@ -1,6 +1,6 @@
 """What every GPU benchmark script here shares: the results folder, a log line with the seconds since start, saving
 the results as JSON, and running a section so that its failure is recorded instead of ending the run."""
-import os, json, time, traceback
+import os, json, time, datetime, subprocess, traceback
 
 OUT = os.environ.get('OUT') or os.path.join(os.path.dirname(os.path.abspath(__file__)), 'results')
 os.makedirs(OUT, exist_ok=True)
@@ -8,8 +8,15 @@ T0 = time.time()
 
 def log(*a): print(f"[{time.time() - T0:6.1f}s]", *a, flush=True)
 
+def commit() -> str:
+    "The commit measured: `MINILLM_COMMIT` if set (a copy of the tree without .git), else git's HEAD."
+    return os.environ.get('MINILLM_COMMIT') or subprocess.run(['git', 'rev-parse', '--short', 'HEAD'],
+                                                              capture_output=True, text=True).stdout.strip()
+
 def saver(results, name: str):
-    "A function that writes `results` to `OUT/name.json`."
+    "A function that writes `results` to `OUT/name.json`, stamped with the date and the commit."
+    results.setdefault('date', datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds'))
+    results.setdefault('commit', commit())
     def save(): json.dump(results, open(os.path.join(OUT, f'{name}.json'), 'w'), indent=1, default=str)
     return save
 

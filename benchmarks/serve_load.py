@@ -10,7 +10,7 @@ clients (raw SSE over httpx, in `--client-procs` processes, so that parsing the 
 time to first token and time per output token after the first (p50, p99), and server / offline throughput.
 Writes serve_load.json to $OUT if set, else to benchmarks/results/.
 """
-import argparse, asyncio, datetime, gc, importlib.util, json, multiprocessing, os, subprocess, sys, time
+import argparse, asyncio, gc, importlib.util, json, multiprocessing, sys, time
 import concurrent.futures as cf
 import numpy as np, torch, httpx
 from minillm import LLM, SamplingParams
@@ -110,9 +110,7 @@ def main():
     warm = draw(2 * max(cs))                                   # fresh prompts everywhere: no prefix-cache hits
     prompts = {(c, k): draw(a.per_client * c) for c in cs for k in range(a.repeats)}
     sp = SamplingParams(temperature=0, max_tokens=a.output_len, ignore_eos=True)
-    commit = os.environ.get('MINILLM_COMMIT') or subprocess.run(['git', 'rev-parse', '--short', 'HEAD'], capture_output=True, text=True).stdout.strip()
-    R = dict(date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds'), commit=commit,
-             device=torch.cuda.get_device_name() if torch.cuda.is_available() else 'cpu', torch=torch.__version__,
+    R = dict(device=torch.cuda.get_device_name() if torch.cuda.is_available() else 'cpu', torch=torch.__version__,
              argv=sys.argv, model=a.preset or model, rows=[],
              http_stack={m: importlib.util.find_spec(m) is not None for m in ('uvloop', 'httptools')})   # uvicorn's picks
     save = saver(R, 'serve_load')
