@@ -4,22 +4,27 @@ product's bytes and GB/s, for a random-weight model of a preset (default Qwen3-0
 
 Run from the repository root:  PYTHONPATH=.:benchmarks python3 benchmarks/decode_timeline_gpu.py [--preset qwen3-0.6b]
 MINILLM_PDL=0 launches plainly, so that each kernel's duration is its own (under PDL a kernel starts while the one
-before it runs, and its duration includes the wait). Writes decode_timeline_<preset>[_nopdl].json to $OUT if set,
-else to benchmarks/results/.
+before it runs, and its duration includes the wait); --fused-attention off keeps the rotary kernel, the decode kernel
+and the combine (the step before the decode-step chapter). Writes decode_timeline_<preset>[_nopdl][_unfused].json to
+$OUT if set, else to benchmarks/results/.
 """
 import argparse, json, os, tempfile, time
 import torch
 from minillm import LLM, SamplingParams
 from minillm.loading import random_checkpoint, PRESETS
 import minillm.kernels.attention as A
+import minillm.kernels.decode as decode
 from bench_io import log, saver
 
 ap = argparse.ArgumentParser()
 ap.add_argument('--preset', default='qwen3-0.6b', choices=sorted(PRESETS))
 ap.add_argument('--prompt-len', type=int, default=256)
+ap.add_argument('--fused-attention', choices=('on', 'off'), default='on', help="the decode-step chapter's one-launch attention")
 args = ap.parse_args()
-R = dict(preset=args.preset, pdl=A.USE_PDL, device=torch.cuda.get_device_name(), torch=torch.__version__)
-save = saver(R, f"decode_timeline_{args.preset}{'' if A.USE_PDL else '_nopdl'}")
+decode.ENABLED = args.fused_attention == 'on'
+R = dict(preset=args.preset, pdl=A.USE_PDL, fused_attention=decode.ENABLED, device=torch.cuda.get_device_name(), torch=torch.__version__)
+tag = ('' if A.USE_PDL else '_nopdl') + ('' if decode.ENABLED else '_unfused')
+save = saver(R, f"decode_timeline_{args.preset}{tag}")
 
 ck = random_checkpoint(**PRESETS[args.preset], dtype=torch.bfloat16, device='cuda')
 llm = LLM(str(ck), dtype='bfloat16', device='cuda', max_num_seqs=8, max_model_len=4096)
@@ -70,7 +75,7 @@ for e in step:
 R['by_kernel'] = {n: dict(count=c, total_us=round(t, 1)) for n, (c, t) in sorted(agg.items(), key=lambda x: -x[1][1])}
 save()
 
-log(f"{args.preset} pdl={A.USE_PDL}: {R['tokens_per_s']:.0f} tok/s, step {R['step_us']:.0f} us, kernels busy {busy:.0f} us, "
+log(f"{args.preset} pdl={A.USE_PDL} fused attention={decode.ENABLED}: {R['tokens_per_s']:.0f} tok/s, step {R['step_us']:.0f} us, kernels busy {busy:.0f} us, "
     f"{len(step)} kernels ({len(one_layer)} a layer), head {head[:40]}")
 for e in one_layer: log(f"  layer  {e['dur']:7.2f} us  {e['name'][:70]}  grid {e.get('args', {}).get('grid')}")
 for n, a in list(R['by_kernel'].items())[:14]: log(f"  step  {a['total_us']:8.1f} us  {a['count']:4}x  {n[:70]}")

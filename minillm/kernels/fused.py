@@ -53,11 +53,8 @@ def rms_norm(x, weight, eps: float, residual=None):
 
 # %% ../../nbs/10a_fused_ops.ipynb #d6aa63b0
 @triton.jit
-def _rope_heads(src, s_h, w_ptr, dst, c1, c2, s1, s2, eps, H: tl.constexpr, HP: tl.constexpr, D: tl.constexpr, NORM: tl.constexpr):
-    "Norm (if NORM) and rotate the `H` heads at `src` (head stride `s_h`) of one token; write them to `dst`, `[H, D]`."
-    h, half = tl.arange(0, HP)[:, None], tl.arange(0, D // 2)[None, :]          # [HP, 1], [1, D/2]
-    m = h < H
-    a, b = tl.load(src + h * s_h + half, mask=m, other=0.), tl.load(src + h * s_h + D // 2 + half, mask=m, other=0.)
+def _rope_halves(a, b, w_ptr, half, c1, c2, s1, s2, eps, D: tl.constexpr, NORM: tl.constexpr):
+    "Norm (if NORM) and rotate heads given as their halves `a`, `b` `[H, D/2]`: the rotated halves, in their dtype."
     dt = a.dtype
     if NORM:                                                           # per-head RMSNorm, rounded as the reference
         af, bf = a.to(tl.float32), b.to(tl.float32)
@@ -69,7 +66,16 @@ def _rope_heads(src, s_h, w_ptr, dst, c1, c2, s1, s2, eps, H: tl.constexpr, HP: 
     af, bf = a.to(tl.float32), b.to(tl.float32)
     lo = (af * c1).to(dt).to(tl.float32) + (-bf * s1).to(dt).to(tl.float32)     # x * cos + rotate_half(x) * sin
     hi = (bf * c2).to(dt).to(tl.float32) + (af * s2).to(dt).to(tl.float32)
-    tl.store(dst + h * D + half, lo.to(dt), mask=m); tl.store(dst + h * D + D // 2 + half, hi.to(dt), mask=m)
+    return lo.to(dt), hi.to(dt)
+
+@triton.jit
+def _rope_heads(src, s_h, w_ptr, dst, c1, c2, s1, s2, eps, H: tl.constexpr, HP: tl.constexpr, D: tl.constexpr, NORM: tl.constexpr):
+    "Norm (if NORM) and rotate the `H` heads at `src` (head stride `s_h`) of one token; write them to `dst`, `[H, D]`."
+    h, half = tl.arange(0, HP)[:, None], tl.arange(0, D // 2)[None, :]          # [HP, 1], [1, D/2]
+    m = h < H
+    a, b = tl.load(src + h * s_h + half, mask=m, other=0.), tl.load(src + h * s_h + D // 2 + half, mask=m, other=0.)
+    lo, hi = _rope_halves(a, b, w_ptr, half, c1, c2, s1, s2, eps, D, NORM)
+    tl.store(dst + h * D + half, lo, mask=m); tl.store(dst + h * D + D // 2 + half, hi, mask=m)
 
 @triton.jit
 def _qk_rope_kernel(q_ptr, k_ptr, qw_ptr, kw_ptr, cos_ptr, sin_ptr, qo_ptr, ko_ptr, s_qn, s_qh, s_kn, s_kh, s_cn, eps,

@@ -247,9 +247,12 @@ def decode_layer(layer, x, residual, cos, sin, attn=None):
     c = sa.cfg
     h = fused_gemv(x, *qkv_w, norm_weight=n1.weight, eps=n1.eps, residual=residual)    # norm + qkv (+ new residual)
     h, residual = h if residual is not None else (h, x)
-    q, k, v = (t.view(*x.shape[:-1], -1, c.head_dim) for t in h.split([c.q_size, c.kv_size, c.kv_size], -1))  # [..., H, D]
-    q, k = qk_norm_rope(q, k, sa.q_norm.weight if c.qk_norm else None, sa.k_norm.weight if c.qk_norm else None, cos, sin, c.rms_norm_eps)
-    o = causal_attention(q, k, v) if attn is None else attn(sa.layer_idx, q, k, v)
+    fused = getattr(attn, 'rope_attend', None)         # rotary and attention in one launch (the decode-step chapter)
+    o = fused(sa, h, cos, sin) if fused is not None else None
+    if o is None:
+        q, k, v = (t.view(*x.shape[:-1], -1, c.head_dim) for t in h.split([c.q_size, c.kv_size, c.kv_size], -1))  # [..., H, D]
+        q, k = qk_norm_rope(q, k, sa.q_norm.weight if c.qk_norm else None, sa.k_norm.weight if c.qk_norm else None, cos, sin, c.rms_norm_eps)
+        o = causal_attention(q, k, v) if attn is None else attn(sa.layer_idx, q, k, v)
     h, residual = fused_gemv(sa.o_proj(o.flatten(-2)), *gu_w, norm_weight=n2.weight, eps=n2.eps, residual=residual, swiglu=True)
     return mlp.down_proj(h), residual
 
