@@ -20,10 +20,11 @@ ap = argparse.ArgumentParser()
 ap.add_argument('--preset', default='qwen3-0.6b', choices=sorted(PRESETS))
 ap.add_argument('--prompt-len', type=int, default=256)
 ap.add_argument('--fused-attention', choices=('on', 'off'), default='on', help="the decode-step chapter's one-launch attention")
+ap.add_argument('--splits', type=int, default=None, help="splits per KV head of the one-launch attention (default: its choice)")
 args = ap.parse_args()
-decode.ENABLED = args.fused_attention == 'on'
-R = dict(preset=args.preset, pdl=A.USE_PDL, fused_attention=decode.ENABLED, device=torch.cuda.get_device_name(), torch=torch.__version__)
-tag = ('' if A.USE_PDL else '_nopdl') + ('' if decode.ENABLED else '_unfused')
+decode.ENABLED, decode.NUM_SPLITS = args.fused_attention == 'on', args.splits
+R = dict(preset=args.preset, pdl=A.USE_PDL, fused_attention=decode.ENABLED, splits=args.splits, device=torch.cuda.get_device_name(), torch=torch.__version__)
+tag = ('' if A.USE_PDL else '_nopdl') + ('' if decode.ENABLED else '_unfused') + (f'_splits{args.splits}' if args.splits else '')
 save = saver(R, f"decode_timeline_{args.preset}{tag}")
 
 ck = random_checkpoint(**PRESETS[args.preset], dtype=torch.bfloat16, device='cuda')

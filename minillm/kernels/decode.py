@@ -14,7 +14,7 @@ from .fused import _rope_halves
 from ..runner import PagedAttention
 
 # %% auto #0
-__all__ = ['ENABLED', 'rope_decode']
+__all__ = ['ENABLED', 'NUM_SPLITS', 'rope_decode']
 
 # %% ../../nbs/10c_decode_step.ipynb #4169f70f
 @triton.jit
@@ -140,7 +140,8 @@ def rope_decode(qkv, q_weight, k_weight, cos, sin, eps, k_cache, v_cache, block_
     return out
 
 # %% ../../nbs/10c_decode_step.ipynb #0548560e
-ENABLED = True   # False: the fused decoder layer keeps the rotary kernel, the decode kernel and the combine
+ENABLED = True     # False: the fused decoder layer keeps the rotary kernel, the decode kernel and the combine
+NUM_SPLITS = None  # splits per KV head; None: the decode kernel's choice
 
 @patch
 def rope_attend(self: PagedAttention, sa, qkv, cos, sin):
@@ -152,5 +153,5 @@ def rope_attend(self: PagedAttention, sa, qkv, cos, sin):
     kc, vc = self.kv_caches[sa.layer_idx]
     qw, kw = (sa.q_norm.weight, sa.k_norm.weight) if c.qk_norm else (None, None)
     o = rope_decode(rows, qw, kw, cos, sin, c.rms_norm_eps, kc, vc, b.block_tables, b.context_lens, b.slot_mapping,
-                    c.num_attention_heads, out=self.out[:rows.shape[0]])
+                    c.num_attention_heads, out=self.out[:rows.shape[0]], num_splits=NUM_SPLITS)
     return o.view(*qkv.shape[:-1], c.num_attention_heads, c.head_dim)
