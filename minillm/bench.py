@@ -179,6 +179,13 @@ def summarize(rows: list, bandwidth=None, dtype='bfloat16') -> list:
             r['floor_pct'], r['bandwidth'] = 100 * r['floor_s'] / r['seconds'], bandwidth
     return rows
 
+def _commit() -> str:
+    "The commit measured: `MINILLM_COMMIT` if set (a copy of the tree without git), else git's HEAD, else ''."
+    if os.environ.get('MINILLM_COMMIT'): return os.environ['MINILLM_COMMIT']
+    try: return subprocess.run(['git', '-C', str(Path(minillm.__file__).parent), 'rev-parse', '--short', 'HEAD'],
+                               capture_output=True, text=True).stdout.strip()
+    except OSError: return ''                                          # no git
+
 def run_suite(presets=('qwen3-0.6b',), workloads=('batch',), peers=PEERS, batch_sizes=(1, 8, 32, 64), repeats=3, name=None, out=None,
               device='cuda', dtype='bfloat16', mixed_requests=256, prefix_requests=32, bandwidth=None, bandwidth_gib=4.0,
               timeout=None, verbose=True) -> list:
@@ -211,7 +218,8 @@ def run_suite(presets=('qwen3-0.6b',), workloads=('batch',), peers=PEERS, batch_
     summarize(rows, bandwidth, dtype)
     out = Path(out) if out else RESULTS/f"{name or time.strftime('bench-%Y%m%d-%H%M%S')}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(dict(name=name or out.stem, created=time.strftime('%Y-%m-%d %H:%M:%S'), bandwidth=bandwidth, rows=rows), indent=1))
+    out.write_text(json.dumps(dict(name=name or out.stem, created=time.strftime('%Y-%m-%d %H:%M:%S'), commit=_commit(),
+                                   bandwidth=bandwidth, rows=rows), indent=1))
     return rows
 
 # %% ../nbs/16_benchmarks.ipynb #cd986d94
