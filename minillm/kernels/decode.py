@@ -7,7 +7,7 @@ from __future__ import annotations
 import torch
 from fastcore.basics import patch
 from .attention import (pdl_options, _pdl_start, _attend, _prec, _decode_config, _num_sms,
-                                       _check_attn, _check_int, paged_attention)   # (chooses the interpreter)
+                                       _check_attn, _check_int)   # (chooses the interpreter)
 import triton
 import triton.language as tl
 from .fused import _rope_halves
@@ -148,8 +148,8 @@ def rope_attend(self: PagedAttention, sa, qkv, cos, sin):
     "Attention of attention module `sa` from its qkv rows by `rope_decode`, or None where it does not apply."
     b, c = self.batch, sa.cfg
     rows = qkv.reshape(-1, qkv.shape[-1])
-    if not ENABLED or self.store is not None or self.attend is not paged_attention or b.max_q_len != 1 \
-            or rows.shape[0] != b.context_lens.shape[0]: return None
+    if not ENABLED or self.store is not None or b.max_q_len != 1 or rows.shape[0] != b.context_lens.shape[0]:
+        return None                     # store None: the Triton attention, which stores the new K/V itself
     kc, vc = self.kv_caches[sa.layer_idx]
     qw, kw = (sa.q_norm.weight, sa.k_norm.weight) if c.qk_norm else (None, None)
     o = rope_decode(rows, qw, kw, cos, sin, c.rms_norm_eps, kc, vc, b.block_tables, b.context_lens, b.slot_mapping,
