@@ -1,7 +1,5 @@
 from configparser import ConfigParser
-from pathlib import Path
-import setuptools, shlex, shutil
-from setuptools.command.build_py import build_py
+import setuptools, shlex
 
 # nbdev 2 template, without pkg_resources (current setuptools no longer ships it)
 config = ConfigParser(delimiters=['='])
@@ -26,16 +24,7 @@ min_python = cfg['min_python']
 lic = licenses.get(cfg['license'].lower(), (cfg['license'], None))
 dev_requirements = shlex.split(cfg.get('dev_requirements', ''))
 
-class build_py_with_csrc(build_py):
-    "Also ship csrc/*.cu inside the package (minillm/csrc/), where the CUDA extension loader looks for them."
-    def run(self):
-        super().run()
-        dest = Path(self.build_lib)/cfg['lib_path']/'csrc'
-        dest.mkdir(parents=True, exist_ok=True)
-        for f in Path('csrc').glob('*.cu'): shutil.copy(f, dest)
-
 setuptools.setup(
-    cmdclass={'build_py': build_py_with_csrc},
     name=cfg['lib_name'],
     license=lic[0],
     classifiers=['Development Status :: ' + statuses[int(cfg['status'])],

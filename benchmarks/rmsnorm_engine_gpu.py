@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """RMSNorm in the engine: the Triton norm (chapter 10a, what `use_fused_kernels` gives every `RMSNorm.kernel`) against
-the CUDA kernel (chapter 14, `minillm.kernels.rmsnorm`), as tokens/s of `LLM.generate` on random-weight Qwen3-0.6B.
+the CUDA kernel (chapter 14, csrc/rmsnorm.cu, built by rmsnorm_cuda.py), as tokens/s of `LLM.generate` on random-weight Qwen3-0.6B.
 
 Run from the repository root:  PYTHONPATH=.:benchmarks python3 benchmarks/rmsnorm_engine_gpu.py [--repeats 5]
 About 40 s with warm caches; about 90 s on a fresh machine, where the extension's nvcc build (72 s there, chapter
@@ -11,13 +11,13 @@ About 40 s with warm caches; about 90 s on a fresh machine, where the extension'
 What it does:
   * builds the CUDA extension in a background process from the start (about a minute when not cached), while it
     builds the checkpoint and two engines of the same settings (bf16, max_num_seqs 64, a fixed KV pool);
-  * engine A keeps the Triton norm, engine B gets every `RMSNorm.kernel` pointed at the CUDA kernel (`cuda_norm`
-    below: `rms_norm` / `fused_add_rms_norm` of chapter 14 behind the Triton norm's signature). The engine captures
+  * engine A keeps the Triton norm, engine B gets every `RMSNorm.kernel` pointed at the CUDA kernel
+    (`rmsnorm_cuda.rms_norm`, which has the Triton norm's signature and results). The engine captures
     its graphs at start-up with the norm it had then, so each engine's graphs are captured again after the kernel
     is set (A too, with the same kernel, so that both take the same path);
   * during that capture and the warm-up runs, each norm module's kernel and the runner's forward are wrapped to
     count which norms run in each captured graph and eager step (and, for B, how many calls reached the compiled
-    extension rather than its PyTorch fallback). At batch 1 on Qwen3-0.6B the fused decoder layer folds the two
+    extension). At batch 1 on Qwen3-0.6B the fused decoder layer folds the two
     norms of each layer into its GEMVs, and the rotary kernel the q/k norms, so only the final norm runs there;
     the table says so. The wrappers are removed before timing (graphs hold only the kernels);
   * once the build is done (so that nvcc shares no CPU with a timing), times A, then B, then A again (drift):
@@ -37,9 +37,8 @@ BUILD_LOG = os.path.join(tempfile.gettempdir(), 'minillm_rmsnorm_engine_build.lo
 
 def start_build():
     "Compile (or load from the extension cache) the CUDA RMSNorm kernel in another process; returns the process."
-    code = ('import time; t = time.time(); from minillm.kernels.rmsnorm import _load_ext; e = _load_ext(); '
-            'print("rmsnorm build ok" if e is not None else "rmsnorm build FAILED", round(time.time() - t, 1), "s")')
-    return subprocess.Popen([sys.executable, '-c', code], stdout=open(BUILD_LOG, 'w'), stderr=subprocess.STDOUT)
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'rmsnorm_cuda.py')
+    return subprocess.Popen([sys.executable, script], stdout=open(BUILD_LOG, 'w'), stderr=subprocess.STDOUT)
 
 BUILDER = start_build() if __name__ == '__main__' and not SMOKE else None    # first: it is the longest part
 
@@ -50,13 +49,8 @@ from minillm.loading import random_checkpoint, PRESETS
 from minillm.layers import RMSNorm
 from minillm.cuda_graphs import graphs_plugin
 import minillm.kernels.fused as FK
-import minillm.kernels.rmsnorm as RN
+import rmsnorm_cuda as RC                                    # benchmarks/rmsnorm_cuda.py
 from bench_io import log, saver, run_section                # benchmarks/bench_io.py
-
-def cuda_norm(x, weight, eps, residual=None):
-    "The chapter-14 CUDA kernel with the signature and results of `RMSNorm.kernel` (the Triton `rms_norm`)."
-    if residual is None: return RN.rms_norm(x, weight, eps)
-    return RN.fused_add_rms_norm(x, residual, weight, eps)        # (normed, x + residual)
 
 class CountingExt:
     "Stands in for the compiled extension while counting: forwards every call, counts it."
@@ -105,10 +99,10 @@ def prepare(llm, kernel, args, prompts, sp, ext=None) -> dict:
     norms = [(n, m) for n, m in eng.model.named_modules() if isinstance(m, RMSNorm)]
     had = sorted({f"{m.kernel.__module__}.{m.kernel.__qualname__}" if m.kernel else 'None (PyTorch)' for _, m in norms})
     rec = Recorder(CountingExt(ext) if ext is not None else None)
-    saved_ext = RN._ext
+    saved_ext = RC.ext
     for n, m in norms: m.kernel = rec.norm(kernel, n)
     r.forward = rec.forward(r.forward, graphed=eng.cuda_graphs == 'on')   # instance attribute over the method
-    if rec.ext is not None: RN._ext = rec.ext
+    if rec.ext is not None: RC.ext = rec.ext
     t0 = time.time()
     try:
         if r.graphs is not None:                   # captured at start-up with the old kernel: capture again
@@ -121,7 +115,7 @@ def prepare(llm, kernel, args, prompts, sp, ext=None) -> dict:
     finally:
         for _, m in norms: m.kernel = kernel
         r.__dict__.pop('forward', None)
-        RN._ext = saved_ext
+        RC.ext = saved_ext
     return dict(kernel_before=had, kernel_now=f"{kernel.__module__}.{kernel.__qualname__}", rms_norm_modules=len(norms),
                 modules_by_name=dict(Counter(n.rsplit('.', 1)[-1] for n, _ in norms)), recapture_s=t_capture,
                 warmup_s=time.time() - t0 - t_capture, noncontiguous_inputs=rec.noncontig, steps=rec.steps,
@@ -214,8 +208,7 @@ def main(argv=None):
             R['build_log'] = open(BUILD_LOG).read()[-3000:]
             log(R['build_log'].strip().splitlines()[-1] if R['build_log'].strip() else '(empty build log)')
             if 'build ok' not in R['build_log']: raise RuntimeError('the CUDA RMSNorm extension did not build')
-        t0 = time.time(); ok = RN.cuda_rmsnorm_available(); R['ext_load_s'] = time.time() - t0
-        if not ok: raise RuntimeError(f'CUDA RMSNorm kernel not available: {RN._ext_error}')
+        t0 = time.time(); RC.load(); R['ext_load_s'] = time.time() - t0     # raises if it cannot be built
         gen = torch.Generator(args.device).manual_seed(3)
         H = PRESETS[preset]['hidden_size']
         res = {}
@@ -223,7 +216,7 @@ def main(argv=None):
             x, r = (torch.randn(rows, H, device=args.device, generator=gen).to(dt) for _ in range(2))
             w = (1 + 0.1 * torch.randn(H, device=args.device, generator=gen)).to(dt)
             for name, resid in (('rms_norm', None), ('fused_add', r)):
-                a, c = FK.rms_norm(x, w, 1e-6, resid), cuda_norm(x, w, 1e-6, resid)
+                a, c = FK.rms_norm(x, w, 1e-6, resid), RC.rms_norm(x, w, 1e-6, resid)
                 a, c = (a, c) if resid is not None else ((a,), (c,))
                 res[f'{rows}x{H} {name}'] = dict(bit_identical_frac=[(u == v).float().mean().item() for u, v in zip(a, c)],
                                                  max_abs_diff=[(u.float() - v.float()).abs().max().item() for u, v in zip(a, c)])
@@ -236,8 +229,8 @@ def main(argv=None):
 
     def cuda_engine():
         "Engine B: every RMSNorm.kernel on the CUDA kernel, graphs captured again, warmed up, counted, timed."
-        if RN._ext is None: raise RuntimeError('no CUDA RMSNorm kernel (see the build section)')
-        R['prepare']['cuda'] = prepare(S['B'], cuda_norm, args, prompts, sp, ext=RN._ext)
+        if RC.ext is None: raise RuntimeError('no CUDA RMSNorm kernel (see the build section)')
+        R['prepare']['cuda'] = prepare(S['B'], RC.rms_norm, args, prompts, sp, ext=RC.ext)
         show('cuda', R['prepare']['cuda'])
         log('B: CUDA kernel'); R['runs']['cuda'] = timings(S['B'], args, prompts, sp, T.setdefault('cuda', {}))
 
