@@ -14,9 +14,11 @@ def commit() -> str:
                                                               capture_output=True, text=True).stdout.strip()
 
 def saver(results, name: str):
-    "A function that writes `results` to `OUT/name.json`, stamped with the date and the commit."
+    "A function that writes `results` to `OUT/name.json`, stamped with the date, the commit and the GPU."
     results.setdefault('date', datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds'))
     results.setdefault('commit', commit())
+    import torch
+    results.setdefault('gpu', torch.cuda.get_device_name() if torch.cuda.is_available() else None)
     def save(): json.dump(results, open(os.path.join(OUT, f'{name}.json'), 'w'), indent=1, default=str)
     return save
 

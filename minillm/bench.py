@@ -17,7 +17,7 @@ __all__ = ['PEERS', 'DTYPE_BYTES', 'NO_CUDA', 'RESULTS', 'supports', 'resolve_mo
            'run_suite', 'print_table', 'plot', 'add_arguments', 'run', 'main']
 
 # %% ../nbs/16_benchmarks.ipynb #3e292947
-PEERS = ('minillm', 'minillm-ngram', 'hf-eager', 'hf-compile', 'hf-batch')
+PEERS = ('minillm', 'minillm-ngram', 'minillm-int8', 'hf-eager', 'hf-compile', 'hf-batch')
 DTYPE_BYTES = {'float32': 4, 'bfloat16': 2, 'float16': 2}
 NO_CUDA = "benchmarks need a CUDA GPU, and torch.cuda.is_available() is False on this machine"
 
@@ -87,7 +87,8 @@ def _hf_batch(ckpt, device, dtype):
         return dt, [list(r.generated_tokens) for r in res], None
     return gen
 
-_SETUP = {'minillm': _minillm, 'minillm-ngram': lambda *a: _minillm(*a, speculative_tokens=3), 'hf-eager': _hf_generate, 'hf-compile': lambda *a: _hf_generate(*a, compile=True), 'hf-batch': _hf_batch}
+_SETUP = {'minillm': _minillm, 'minillm-ngram': lambda *a: _minillm(*a, speculative_tokens=3),
+          'minillm-int8': lambda *a: _minillm(*a, quantization='int8'), 'hf-eager': _hf_generate, 'hf-compile': lambda *a: _hf_generate(*a, compile=True), 'hf-batch': _hf_batch}
 
 def supports(peer: str, spec: dict) -> bool:
     "Can `peer` run `spec`? (`generate` needs one output length per batch; transformers peers run greedy only.)"
@@ -175,7 +176,8 @@ def summarize(rows: list, bandwidth=None, dtype='bfloat16') -> list:
         r['ms_per_step'] = 1e3 * r['seconds'] / max(N)
         if bandwidth:
             cfg, b = model_config(r['model']), DTYPE_BYTES[dtype]
-            r['floor_s'] = floor_seconds(P, N, weight_bytes(cfg, b), kv_bytes_per_token(cfg, b), bandwidth)
+            wb = 1 if r['peer'].endswith('int8') else b                      # int8 weights: one byte each
+            r['floor_s'] = floor_seconds(P, N, weight_bytes(cfg, wb), kv_bytes_per_token(cfg, b), bandwidth)
             r['floor_pct'], r['bandwidth'] = 100 * r['floor_s'] / r['seconds'], bandwidth
     return rows
 

@@ -1,0 +1,74 @@
+#!/usr/bin/env python3
+"""Int8 products of Qwen3-8B at 16 to 128 rows (continuous-batching decode), chapter 13: bf16 cuBLAS against the
+engine's int8 kernels (`int8_matmul` with its tile table) and against the transposed kernel (the weight tile as the
+first operand of the matrix instruction, the rows as its narrow second) over 8 tiles and 1, 2 or 4 K splits. Each
+product is timed as 36 layers of distinct weights replayed from one CUDA graph, as a decode step runs them; each
+candidate is first checked against a float64 reference.
+
+Run from the repository root:  PYTHONPATH=.:benchmarks python3 benchmarks/int8_batch_gpu.py [--m=32,64] [--smoke]
+--smoke runs tiny shapes on the CPU (Triton's interpreter), to check the script. Writes int8_batch_gpu.json to $OUT
+if set, else to benchmarks/results/.
+"""
+import sys, itertools
+import torch
+import minillm.quant as Q
+from graph_timing import graph_us                       # benchmarks/graph_timing.py
+from int8_products import SHAPES                        # (N, K) of the four products
+from bench_io import log, saver, run_section
+
+SMOKE = '--smoke' in sys.argv
+DEV, LAYERS = ('cpu', 2) if SMOKE else ('cuda', 36)
+if SMOKE: SHAPES = dict(qkv=(96, 64), gate_up=(9000, 32))
+MS = next((list(map(int, a.split('=', 1)[1].split(','))) for a in sys.argv[1:] if a.startswith('--m=')), [16, 32, 64, 128])
+TILES = [(64, 128, 4, 4), (64, 256, 4, 3), (128, 128, 4, 4), (128, 128, 8, 3), (32, 256, 4, 4), (32, 128, 4, 5),
+         (64, 64, 4, 6), (128, 64, 8, 5)]           # (BLOCK_N, BLOCK_K, warps, stages) of the transposed kernel
+R = dict(argv=sys.argv, errors={}, products={})
+save = saver(R, 'int8_batch_gpu')
+
+def rel(a, b): return ((a.double() - b).norm() / b.norm()).item()
+
+def sweep(x, ws, out, ref, M, N):
+    "Every transposed tile that computes the product correctly, with its µs per call."
+    cands = {}
+    bms = (64, 128) if M == 128 else (max(16, M),)
+    for bm, (bn, bk, nw, ns), split in itertools.product(bms, TILES[:2] if SMOKE else TILES, (1, 2, 4) if N <= 8192 else (1,)):
+        cfg = Q._fit((bm, bn, bk, nw, ns), 2, Q._smem_limit(x.device)) + (split,)
+        if cfg in cands: continue
+        f = lambda q, s, c=cfg: Q.int8_matmul(x, q, s, out=out, config=c)
+        try:
+            out.fill_(float('nan')); f(*ws[0])
+            e = rel(out, ref)
+            ok = e < 1e-2 and bool(out.isfinite().all())
+            cands[cfg] = dict(err=e, us=graph_us([lambda q=q, s=s: f(q, s) for q, s in ws]) if ok else None)
+        except Exception as ex: cands[cfg] = dict(error=f"{type(ex).__name__}: {str(ex)[:300]}")
+    return cands
+
+def products():
+    g = torch.Generator(DEV).manual_seed(0)
+    W = {k: [(torch.randint(-127, 128, (n, kk), device=DEV, dtype=torch.int8, generator=g),
+              (torch.rand(n, device=DEV, generator=g) * 1e-3 + 1e-4).to(torch.bfloat16)) for _ in range(LAYERS)]
+         for k, (n, kk) in SHAPES.items()}
+    for M in MS:
+        R['products'][M] = res = {}
+        for name, (N, K) in SHAPES.items():
+            x = torch.randn(M, K, device=DEV, generator=g).to(torch.bfloat16)
+            out = torch.empty(M, N, device=DEV, dtype=torch.bfloat16)
+            ws = W[name]
+            ref = x.double() @ (ws[0][0].double() * ws[0][1].double()[:, None]).T
+            wb = [Q.dequantize_weight(q, s) if SMOKE else Q.dequantize_triton(q, s) for q, s in ws]   # bf16, for cuBLAS
+            r = res[name] = dict(bf16=graph_us([lambda w=w: torch.mm(x, w.T, out=out) for w in wb]))
+            del wb
+            r['int8_now'] = graph_us([lambda q=q, s=s: Q.int8_matmul(x, q, s, out=out) for q, s in ws])
+            r['int8_now_cfg'] = Q.pick_config(M, N, K, x.dtype, x.device)
+            cands = sweep(x, ws, out, ref, M, N)
+            r['candidates'] = {str(c): v for c, v in cands.items()}
+            ok = {c: v['us'] for c, v in cands.items() if v.get('us')}
+            if not ok: log(f"M={M} {name}: no candidate ran:", next(iter(cands.values()))); continue
+            best = min(ok, key=ok.get)
+            r.update(best=best, best_us=ok[best], gbs_best=N * K / ok[best] / 1e3)
+            log(f"M={M:3} {name:8} bf16 {r['bf16']:7.1f}  int8 now {r['int8_now']:7.1f} {r['int8_now_cfg']}  "
+                f"transposed best {ok[best]:7.1f} {best}  ({r['bf16'] / ok[best]:.2f}x bf16)")
+            save()
+
+run_section(products, R, save)
+log('done')
