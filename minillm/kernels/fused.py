@@ -12,7 +12,7 @@ import triton
 import triton.language as tl
 
 # %% auto #0
-__all__ = ['rms_norm', 'qk_norm_rope', 'silu_mul', 'sample_fused', 'sampling_plugin']
+__all__ = ['SAMPLE_CHUNK', 'rms_norm', 'qk_norm_rope', 'silu_mul', 'sample_fused', 'sampling_plugin']
 
 # %% ../../nbs/10a_fused_ops.ipynb #437c568b
 @triton.jit
@@ -143,20 +143,33 @@ def _mix32(x):
     return x ^ (x >> 16)
 
 @triton.jit
-def _sample_kernel(x_ptr, s_x, t_ptr, mp_ptr, key_ptr, out_ptr, V, BLOCK: tl.constexpr):
-    r = tl.program_id(0)
-    t, mp = tl.load(t_ptr + r), tl.load(mp_ptr + r)
-    greedy = t == 0.0
-    tt = tl.where(greedy, 1.0, t)
-    key = tl.load(key_ptr + r).to(tl.uint32)
+def _chunk_max_kernel(x_ptr, s_x, p_ptr, part_ptr, V, B, CHUNK: tl.constexpr, BLOCK: tl.constexpr):
+    "Pass 1: the largest scaled logit of chunk `c` of row `r`."
+    r, c, C = tl.program_id(0), tl.program_id(1), tl.num_programs(1)
+    t = tl.load(p_ptr + r).to(tl.float32)                              # row parameters [5, B]: temperature first
+    tt = tl.where(t == 0.0, 1.0, t)
     row = x_ptr + r.to(tl.int64) * s_x
     m = tl.full([BLOCK], float('-inf'), tl.float32)
-    for start in range(0, V, BLOCK):                                   # the row's largest scaled logit
+    for start in range(c * CHUNK, tl.minimum(c * CHUNK + CHUNK, V), BLOCK):
         offs = start + tl.arange(0, BLOCK)
         m = tl.maximum(m, tl.load(row + offs, mask=offs < V, other=float('-inf')).to(tl.float32) / tt)
-    m = tl.max(m, 0)
-    best, best_i = tl.full([], float('-inf'), tl.float32), tl.full([], 0, tl.int32)
-    for start in range(0, V, BLOCK):                                   # exponential race, or the argmax
+    tl.store(part_ptr + r * C + c, tl.max(m, 0))
+
+@triton.jit
+def _chunk_race_kernel(x_ptr, s_x, p_ptr, fresh_ptr, part_ptr, best_ptr, idx_ptr, V, B,
+                       CHUNK: tl.constexpr, BLOCK: tl.constexpr, CP: tl.constexpr):
+    "Pass 2: the exponential race (or the argmax) over chunk `c` of row `r`: its best score and token."
+    r, c, C = tl.program_id(0), tl.program_id(1), tl.num_programs(1)
+    t, mp = tl.load(p_ptr + r).to(tl.float32), tl.load(p_ptr + 3 * B + r).to(tl.float32)
+    greedy = t == 0.0
+    tt = tl.where(greedy, 1.0, t)
+    k = tl.load(p_ptr + 4 * B + r)                                     # the row's key, -1: the shared stream
+    key = tl.where(k >= 0, k.to(tl.int64), tl.load(fresh_ptr + r).to(tl.int64)).to(tl.uint32)
+    j = tl.arange(0, CP)
+    m = tl.max(tl.load(part_ptr + r * C + j, mask=j < C, other=float('-inf')), 0)   # the row's largest
+    row = x_ptr + r.to(tl.int64) * s_x
+    best, best_i = tl.full([], float('-inf'), tl.float32), c * CHUNK
+    for start in range(c * CHUNK, tl.minimum(c * CHUNK + CHUNK, V), BLOCK):
         offs = start + tl.arange(0, BLOCK)
         raw = tl.load(row + offs, mask=offs < V, other=float('-inf')).to(tl.float32)
         e = tl.exp(raw / tt - m)                                       # probability / the largest one
@@ -166,22 +179,38 @@ def _sample_kernel(x_ptr, s_x, t_ptr, mp_ptr, key_ptr, out_ptr, V, BLOCK: tl.con
         bv, bi = tl.max(s, 0), tl.argmax(s, 0)
         best_i = tl.where(bv > best, start + bi, best_i)             # strictly greater: the first maximum
         best = tl.maximum(bv, best)
-    tl.store(out_ptr + r, best_i)
+    tl.store(best_ptr + r * C + c, best)
+    tl.store(idx_ptr + r * C + c, best_i)
+
+@triton.jit
+def _chunk_pick_kernel(best_ptr, idx_ptr, out_ptr, C: tl.constexpr, CP: tl.constexpr):
+    "The token of row `r`: that of its first chunk with the best score."
+    r, j = tl.program_id(0), tl.arange(0, CP)
+    c = tl.argmax(tl.load(best_ptr + r * C + j, mask=j < C, other=float('-inf')), 0)
+    tl.store(out_ptr + r, tl.load(idx_ptr + r * C + c))
+
+SAMPLE_CHUNK = 8192   # logits per program, a multiple of 1024: 19 programs for a row of Qwen's 151,936
 
 def sample_fused(logits, params, keys, generator=None, out=None):
-    "`sample_simple` in one kernel launch (rows that ask for top-k or top-p: `sample_simple`)."
+    "`sample_simple` in three launches (rows that ask for top-k or top-p: `sample_simple`)."
     if any(not p.greedy and (p.top_k > 0 or p.top_p < 1) for p in params):
         return sample_simple(logits, params, keys, generator, out)
     B, V = logits.shape
     logits = logits if logits.stride(1) == 1 else logits.contiguous()
-    temp, _, _, min_p, key = row_params(params, keys, logits.device)
-    key = key.long()
+    rows = row_params(params, keys, logits.device)                    # [5, B] float64, one copy
+    fresh = rows                                                       # not read when every row has a key
     if any(k is None for k in keys):                                   # the shared stream: a fresh key per step
         fresh = torch.randint(0, 2**32, (B,), generator=generator, device=logits.device)
-        key = torch.where(key >= 0, key, fresh)
-    tokens = torch.empty(B, dtype=torch.int32, device=logits.device)
-    _sample_kernel[(B,)](logits, logits.stride(0), temp.float(), min_p.float(), key, tokens, V, BLOCK=1024, num_warps=8)
-    return tokens.long() if out is None else out.copy_(tokens)
+    C = triton.cdiv(V, SAMPLE_CHUNK)
+    part = torch.empty(3, B, C, dtype=torch.float32, device=logits.device)   # chunk maxima, scores, tokens
+    idx = part[2].view(torch.int32)
+    out = torch.empty(B, dtype=torch.long, device=logits.device) if out is None else out
+    if B == 0: return out
+    _chunk_max_kernel[(B, C)](logits, logits.stride(0), rows, part[0], V, B, CHUNK=SAMPLE_CHUNK, BLOCK=1024)
+    _chunk_race_kernel[(B, C)](logits, logits.stride(0), rows, fresh, part[0], part[1], idx, V, B,
+                               CHUNK=SAMPLE_CHUNK, BLOCK=1024, CP=triton.next_power_of_2(C))
+    _chunk_pick_kernel[(B,)](part[1], idx, out, C=C, CP=triton.next_power_of_2(C))
+    return out
 
 def sampling_plugin(engine):
     "Engine plugin: with the Triton back end, batches of simple rows are sampled by `sample_fused`."
