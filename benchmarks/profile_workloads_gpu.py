@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Where the engine's time goes on the throughput workloads (chapter 15): `minillm.profiling.profile_engine` on
-random-weight Qwen3-0.6B (bf16, engine defaults) for 256 requests of 256 -> 128 greedy tokens, and nano-vllm's
+random-weight Qwen3-0.6B (bf16, engine defaults but prefix caching off, since the profile repeats its prompts) for 256 requests of 256 -> 128 greedy tokens, and nano-vllm's
 bench.py workload sampled (temperature 0.6) and greedy: host time per phase, GPU-busy fraction, top device kernels.
 
 Run from the repository root:  PYTHONPATH=.:benchmarks python3 benchmarks/profile_workloads_gpu.py
@@ -18,7 +18,7 @@ save = saver(R, 'profile_workloads_gpu')
 
 def profiles():
     ck = random_checkpoint(**PRESETS['qwen3-0.6b'], dtype=torch.bfloat16, device='cuda')
-    llm = LLM(str(ck), dtype='bfloat16', device='cuda')
+    llm = LLM(str(ck), dtype='bfloat16', device='cuda', enable_prefix_caching=False)   # repeated prompts: no hits
     ps = torch.randint(0, 151643, (256, 256), generator=torch.Generator().manual_seed(0)).tolist()
     runs = [('batch 256 x 256 -> 128 greedy', ps, [SamplingParams(temperature=0, max_tokens=128, ignore_eos=True)] * 256)]
     for t in (0.6, 0.0):
