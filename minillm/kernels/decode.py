@@ -125,6 +125,7 @@ def rope_decode(qkv, q_weight, k_weight, cos, sin, eps, k_cache, v_cache, block_
     if S == 0: return out
     cfg = _decode_config(q_view)
     if num_splits is None: num_splits = max(1, min(16, triton.cdiv(2 * _num_sms(qkv.device), S * hkv)))
+    if not (isinstance(num_splits, int) and num_splits >= 1): raise ValueError(f"num_splits must be a positive int, got {num_splits!r}")
     po = torch.empty(S, hq, num_splits, d, device=qkv.device, dtype=torch.float32) if num_splits > 1 else out
     plse = torch.empty(S, hq, num_splits, device=qkv.device, dtype=torch.float32) if num_splits > 1 else out
     norm = q_weight is not None
