@@ -19,7 +19,7 @@ from bench_io import log, saver, run_section
 SMOKE = '--smoke' in sys.argv
 DEV, LAYERS = ('cpu', 2) if SMOKE else ('cuda', 36)
 if SMOKE: SHAPES = dict(qkv=(96, 64), gate_up=(9000, 32))
-MS = next((list(map(int, a.split('=', 1)[1].split(','))) for a in sys.argv[1:] if a.startswith('--m=')), [16, 32, 64, 128])
+MS = next((list(map(int, a[4:].split(','))) for a in sys.argv[1:] if a.startswith('--m=')), [16, 32, 64, 128])
 TILES = [(64, 128, 4, 4), (64, 256, 4, 3), (128, 128, 4, 4), (128, 128, 8, 3), (32, 256, 4, 4), (32, 128, 4, 5),
          (64, 64, 4, 6), (128, 64, 8, 5)]           # (BLOCK_N, BLOCK_K, warps, stages) of the transposed kernel
 R = dict(argv=sys.argv, errors={}, products={})
@@ -31,7 +31,8 @@ def sweep(x, ws, out, ref, M, N):
     "Every transposed tile that computes the product correctly, with its µs per call."
     cands = {}
     bms = (64, 128) if M == 128 else (max(16, M),)
-    for bm, (bn, bk, nw, ns), split in itertools.product(bms, TILES[:2] if SMOKE else TILES, (1, 2, 4) if N <= 8192 else (1,)):
+    tiles, splits = TILES[:2] if SMOKE else TILES, (1, 2, 4) if N <= 8192 else (1,)
+    for bm, (bn, bk, nw, ns), split in itertools.product(bms, tiles, splits):
         cfg = Q._fit((bm, bn, bk, nw, ns), 2, Q._smem_limit(x.device)) + (split,)
         if cfg in cands: continue
         f = lambda q, s, c=cfg: Q.int8_matmul(x, q, s, out=out, config=c)
@@ -39,15 +40,17 @@ def sweep(x, ws, out, ref, M, N):
             out.fill_(float('nan')); f(*ws[0])
             e = rel(out, ref)
             ok = e < 1e-2 and bool(out.isfinite().all())
-            cands[cfg] = dict(err=e, us=graph_us([lambda q=q, s=s: f(q, s) for q, s in ws]) if ok else None)
+            us = graph_us([lambda q=q, s=s: f(q, s) for q, s in ws]) if ok else None
+            cands[cfg] = dict(err=e, us=us)
         except Exception as ex: cands[cfg] = dict(error=f"{type(ex).__name__}: {str(ex)[:300]}")
     return cands
 
 def products():
     g = torch.Generator(DEV).manual_seed(0)
-    W = {k: [(torch.randint(-127, 128, (n, kk), device=DEV, dtype=torch.int8, generator=g),
-              (torch.rand(n, device=DEV, generator=g) * 1e-3 + 1e-4).to(torch.bfloat16)) for _ in range(LAYERS)]
-         for k, (n, kk) in SHAPES.items()}
+    def layer(n, k):
+        q = torch.randint(-127, 128, (n, k), device=DEV, dtype=torch.int8, generator=g)
+        return q, (torch.rand(n, device=DEV, generator=g) * 1e-3 + 1e-4).to(torch.bfloat16)
+    W = {name: [layer(n, k) for _ in range(LAYERS)] for name, (n, k) in SHAPES.items()}
     for M in MS:
         R['products'][M] = res = {}
         for name, (N, K) in SHAPES.items():
@@ -55,10 +58,11 @@ def products():
             out = torch.empty(M, N, device=DEV, dtype=torch.bfloat16)
             ws = W[name]
             ref = x.double() @ (ws[0][0].double() * ws[0][1].double()[:, None]).T
-            wb = [Q.dequantize_weight(q, s) if SMOKE else Q.dequantize_triton(q, s) for q, s in ws]   # bf16, for cuBLAS
+            deq = Q.dequantize_weight if SMOKE else Q.dequantize_triton
+            wb = [deq(q, s) for q, s in ws]                          # bf16 weights, for cuBLAS
             r = res[name] = dict(bf16=graph_us([lambda w=w: torch.mm(x, w.T, out=out) for w in wb]))
             del wb
-            r['int8_now'] = graph_us([lambda q=q, s=s: Q.int8_matmul(x, q, s, out=out) for q, s in ws])
+            r['int8_now'] = graph_us([lambda q=q, s=s: Q.int8_matmul(x, q, s, out=out) for q, s in ws])   # the table
             r['int8_now_cfg'] = Q.pick_config(M, N, K, x.dtype, x.device)
             cands = sweep(x, ws, out, ref, M, N)
             r['candidates'] = {str(c): v for c, v in cands.items()}

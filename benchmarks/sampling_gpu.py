@@ -16,7 +16,8 @@ save = saver(R, 'sampling_gpu')
 V, g = 151936, torch.Generator('cuda').manual_seed(0)
 for B in (1, 64, 256):
     logits = (torch.randn(B, V, device='cuda', generator=g) * 3).to(torch.bfloat16)
-    ps = [SamplingParams(temperature=[0.6, 0.0, 1.0, 0.8][i % 4], min_p=0.05 if i % 4 == 3 else 0.0, seed=i) for i in range(B)]
+    temps = [0.6, 0.0, 1.0, 0.8]                                       # tempered, greedy, tempered, min-p
+    ps = [SamplingParams(temperature=temps[i % 4], min_p=0.05 * (i % 4 == 3), seed=i) for i in range(B)]
     keys = [sample_key(p.seed, 300 + i) for i, p in enumerate(ps)]
     same = torch.equal(sample_fused(logits, ps, keys), sample_simple(logits, ps, keys))
     shared = [SamplingParams(temperature=0.6)] * B                    # the shared stream: fresh keys every call
@@ -24,5 +25,6 @@ for B in (1, 64, 256):
          ('fused', lambda: sample_fused(logits, shared, [None] * B, g)),
          ('simple', lambda: sample_simple(logits, shared, [None] * B, g))]}
     R['rows'][B] = dict(same_tokens=same, **t)
-    log(f"B={B:3}  same tokens as sample_simple: {same}   sample_fused {t['fused']:7.1f} µs   sample_simple {t['simple']:7.1f} µs")
+    log(f"B={B:3}  same tokens as sample_simple: {same}   "
+        f"sample_fused {t['fused']:7.1f} µs   sample_simple {t['simple']:7.1f} µs")
     save()

@@ -87,8 +87,12 @@ def _hf_batch(ckpt, device, dtype):
         return dt, [list(r.generated_tokens) for r in res], None
     return gen
 
-_SETUP = {'minillm': _minillm, 'minillm-ngram': lambda *a: _minillm(*a, speculative_tokens=3),
-          'minillm-int8': lambda *a: _minillm(*a, quantization='int8'), 'hf-eager': _hf_generate, 'hf-compile': lambda *a: _hf_generate(*a, compile=True), 'hf-batch': _hf_batch}
+_SETUP = {'minillm': _minillm,
+          'minillm-ngram': lambda *a: _minillm(*a, speculative_tokens=3),
+          'minillm-int8': lambda *a: _minillm(*a, quantization='int8'),
+          'hf-eager': _hf_generate,
+          'hf-compile': lambda *a: _hf_generate(*a, compile=True),
+          'hf-batch': _hf_batch}
 
 def supports(peer: str, spec: dict) -> bool:
     "Can `peer` run `spec`? (`generate` needs one output length per batch; transformers peers run greedy only.)"
@@ -176,8 +180,9 @@ def summarize(rows: list, bandwidth=None, dtype='bfloat16') -> list:
         r['ms_per_step'] = 1e3 * r['seconds'] / max(N)
         if bandwidth:
             cfg, b = model_config(r['model']), DTYPE_BYTES[dtype]
-            wb = 1 if r['peer'].endswith('int8') else b                      # int8 weights: one byte each
-            r['floor_s'] = floor_seconds(P, N, weight_bytes(cfg, wb), kv_bytes_per_token(cfg, b), bandwidth)
+            wb = 1 if r['peer'].endswith('int8') else b          # int8 weights: one byte each
+            wbytes, kvbytes = weight_bytes(cfg, wb), kv_bytes_per_token(cfg, b)
+            r['floor_s'] = floor_seconds(P, N, wbytes, kvbytes, bandwidth)
             r['floor_pct'], r['bandwidth'] = 100 * r['floor_s'] / r['seconds'], bandwidth
     return rows
 

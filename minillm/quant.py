@@ -72,17 +72,18 @@ def _int8_matmul_kernel(x_ptr, w_ptr, s_ptr, b_ptr, o_ptr, M, N, K, stride_xm, s
 # %% ../nbs/13_int8.ipynb #4676fd75
 @triton.jit
 def _int8_matmul_t_kernel(x_ptr, w_ptr, s_ptr, b_ptr, o_ptr, p_ptr, M, N, K, stride_xm, stride_wn, stride_om,
-                          HAS_BIAS: tl.constexpr, UPCAST: tl.constexpr, FP16_MAGIC: tl.constexpr, EVEN_K: tl.constexpr,
-                          SPLIT_K: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+                          HAS_BIAS: tl.constexpr, UPCAST: tl.constexpr, FP16_MAGIC: tl.constexpr,
+                          EVEN_K: tl.constexpr, SPLIT_K: tl.constexpr,
+                          BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
     pid_n, pid_m, pid_k = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     n_ok, m_ok = rn < N, rm < M
-    per = tl.cdiv(tl.cdiv(K, BLOCK_K), SPLIT_K) * BLOCK_K                         # K of one split, in whole tiles
+    per = tl.cdiv(tl.cdiv(K, BLOCK_K), SPLIT_K) * BLOCK_K        # K of one split, in whole tiles
     lo = pid_k * per
     rk = lo + tl.arange(0, BLOCK_K)
-    w_ptrs = w_ptr + rn[:, None].to(tl.int64) * stride_wn + rk[None, :]           # [BLOCK_N, BLOCK_K]
-    x_ptrs = x_ptr + rm[None, :].to(tl.int64) * stride_xm + rk[:, None]           # [BLOCK_K, BLOCK_M]: x^T
+    w_ptrs = w_ptr + rn[:, None].to(tl.int64) * stride_wn + rk[None, :]   # [BLOCK_N, BLOCK_K]
+    x_ptrs = x_ptr + rm[None, :].to(tl.int64) * stride_xm + rk[:, None]   # [BLOCK_K, BLOCK_M]: x^T
     acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
     for k0 in range(lo, tl.minimum(lo + per, K), BLOCK_K):
         if EVEN_K:
@@ -93,18 +94,19 @@ def _int8_matmul_t_kernel(x_ptr, w_ptr, s_ptr, b_ptr, o_ptr, p_ptr, M, N, K, str
             w = tl.load(w_ptrs, mask=n_ok[:, None] & k_ok[None, :], other=0)
             x = tl.load(x_ptrs, mask=m_ok[None, :] & k_ok[:, None], other=0.)
         if UPCAST: acc += tl.dot(w.to(tl.float32), x.to(tl.float32), input_precision="ieee")
-        elif FP16_MAGIC: acc += tl.dot((w.to(tl.int16) + 0x6480).to(tl.float16, bitcast=True) - 1152.0, x)
+        elif FP16_MAGIC:                                         # 1152 + q as fp16 bits, as above
+            acc += tl.dot((w.to(tl.int16) + 0x6480).to(tl.float16, bitcast=True) - 1152.0, x)
         else: acc += tl.dot(w.to(x.dtype), x)
         w_ptrs += BLOCK_K
         x_ptrs += BLOCK_K
-    o_off = rm[None, :].to(tl.int64) * N + rn[:, None]                            # [BLOCK_N, BLOCK_M] of out^T
+    o_off = rm[None, :].to(tl.int64) * N + rn[:, None]           # [BLOCK_N, BLOCK_M] of out^T
     mask = m_ok[None, :] & n_ok[:, None]
     if SPLIT_K == 1:
         acc = acc * tl.load(s_ptr + rn, mask=n_ok, other=0.).to(tl.float32)[:, None]
         if HAS_BIAS: acc += tl.load(b_ptr + rn, mask=n_ok, other=0.).to(tl.float32)[:, None]
         o_off = rm[None, :].to(tl.int64) * stride_om + rn[:, None]
         tl.store(o_ptr + o_off, acc.to(o_ptr.dtype.element_ty), mask=mask)
-    else: tl.store(p_ptr + pid_k.to(tl.int64) * M * N + o_off, acc, mask=mask)  # partials [SPLIT_K, M, N]
+    else: tl.store(p_ptr + pid_k.to(tl.int64) * M * N + o_off, acc, mask=mask)   # [SPLIT_K, M, N]
 
 @triton.jit
 def _split_sum_kernel(p_ptr, s_ptr, b_ptr, o_ptr, M, N, stride_om,
@@ -112,7 +114,8 @@ def _split_sum_kernel(p_ptr, s_ptr, b_ptr, o_ptr, M, N, stride_om,
     m, rn = tl.program_id(1), tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     ok = rn < N
     acc = tl.zeros((BLOCK,), dtype=tl.float32)
-    for k in range(SPLIT_K): acc += tl.load(p_ptr + (k * M + m).to(tl.int64) * N + rn, mask=ok, other=0.)
+    for k in range(SPLIT_K):
+        acc += tl.load(p_ptr + (k * M + m).to(tl.int64) * N + rn, mask=ok, other=0.)
     acc = acc * tl.load(s_ptr + rn, mask=ok, other=0.).to(tl.float32)
     if HAS_BIAS: acc += tl.load(b_ptr + rn, mask=ok, other=0.).to(tl.float32)
     tl.store(o_ptr + m.to(tl.int64) * stride_om + rn, acc.to(o_ptr.dtype.element_ty), mask=ok)
@@ -181,6 +184,10 @@ def _check(x, weight, scale, bias):
 def int8_matmul(x, weight, scale, bias=None, config=None, out=None):
     "`x @ (weight * scale[:, None]).T + bias` in one pass over the int8 `weight` `[N, K]`; fp32 accumulation, result in `x`'s dtype."
     _check(x, weight, scale, bias)
+    ok = lambda c: isinstance(c, (tuple, list)) and len(c) in (5, 6) and all(type(v) is int and v > 0 for v in c)
+    if config is not None and not ok(config):
+        raise ValueError("config must be (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages[, split_k]), "
+                         f"positive ints, got {config!r}")
     N, K = weight.shape
     x2 = x.reshape(-1, K)                                                          # [M, K]
     if x2.stride(-1) != 1: x2 = x2.contiguous()
@@ -194,7 +201,7 @@ def int8_matmul(x, weight, scale, bias=None, config=None, out=None):
 def _launch(x2, weight, scale, bias, out, config):
     M, K = x2.shape
     N = weight.shape[0]
-    bm, bn, bk, nw, ns, *split = config                                        # a sixth entry: the transposed kernel
+    bm, bn, bk, nw, ns, *split = config                             # a sixth entry: the transposed kernel
     if bm == 1: return _launch_gemv(x2, weight, scale, bias, out, bn, bk, nw, ns)
     upcast = x2.dtype == torch.float32 or (_interpreting() and x2.dtype == torch.bfloat16)
     b, fp16 = scale if bias is None else bias, x2.dtype == torch.float16
@@ -210,8 +217,8 @@ def _launch(x2, weight, scale, bias, out, config):
         x2, weight, scale, b, out, part, M, N, K, x2.stride(0), weight.stride(0), out.stride(0),
         HAS_BIAS=bias is not None, UPCAST=upcast, FP16_MAGIC=fp16, EVEN_K=K % bk == 0, SPLIT_K=sk,
         BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, num_warps=nw, num_stages=ns)
-    if sk > 1: _split_sum_kernel[(triton.cdiv(N, 1024), M)](part, scale, b, out, M, N, out.stride(0),
-                                                            HAS_BIAS=bias is not None, SPLIT_K=sk, BLOCK=1024)
+    if sk > 1: _split_sum_kernel[(triton.cdiv(N, 1024), M)](
+        part, scale, b, out, M, N, out.stride(0), HAS_BIAS=bias is not None, SPLIT_K=sk, BLOCK=1024)
 
 # %% ../nbs/13_int8.ipynb #ff62ca4b
 @triton.jit

@@ -252,6 +252,16 @@ def _check_new(k, v, slot_mapping, s, hkv, d, dtype, device):
     for name, t in (('k', k), ('v', v), ('slot_mapping', slot_mapping)):
         if t.device != device: raise ValueError(f"{name} is on {t.device}, expected {device}")
 
+def _split_partials(num_splits, out, hkv: int):
+    "Splits per KV head (checked; None: two programs a multiprocessor, at most 16) and the fp32 partials they write."
+    s, hq, d = out.shape
+    if num_splits is None: num_splits = max(1, min(16, triton.cdiv(2 * _num_sms(out.device), s * hkv)))
+    if not (isinstance(num_splits, int) and num_splits >= 1):
+        raise ValueError(f"num_splits must be a positive int, got {num_splits!r}")
+    if num_splits == 1: return 1, out, out                             # placeholders: nothing is split
+    po = torch.empty(s, hq, num_splits, d, device=out.device, dtype=torch.float32)
+    return num_splits, po, torch.empty(s, hq, num_splits, device=out.device, dtype=torch.float32)
+
 def _launch_decode(q, k_cache, v_cache, block_tables, context_lens, scale, out, num_splits, block_n, num_warps, num_stages,
                    k=None, v=None, slot_mapping=None):
     s, hq, hkv, d, bs, out = _check_attn(q, k_cache, v_cache, block_tables, context_lens, out)
@@ -261,12 +271,7 @@ def _launch_decode(q, k_cache, v_cache, block_tables, context_lens, scale, out, 
     if s == 0: return out
     g = hq // hkv
     scale = d ** -0.5 if scale is None else scale
-    if num_splits is None: num_splits = max(1, min(16, triton.cdiv(2 * _num_sms(q.device), s * hkv)))
-    if not (isinstance(num_splits, int) and num_splits >= 1): raise ValueError(f"num_splits must be a positive int, got {num_splits!r}")
-    po = plse = out                                                    # placeholders when nothing is split
-    if num_splits > 1:
-        po = torch.empty(s, hq, num_splits, d, device=q.device, dtype=torch.float32)
-        plse = torch.empty(s, hq, num_splits, device=q.device, dtype=torch.float32)
+    num_splits, po, plse = _split_partials(num_splits, out, hkv)
     kn, vn, slots = (k, v, slot_mapping) if new else (q, q, context_lens)
     _decode_kernel[(s, hkv, num_splits)](
         q, k_cache, v_cache, block_tables, context_lens, out, po, plse, kn, vn, slots, scale * 1.4426950408889634,

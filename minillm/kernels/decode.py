@@ -6,8 +6,8 @@
 from __future__ import annotations
 import torch
 from fastcore.basics import patch
-from .attention import (pdl_options, _pdl_start, _attend, _prec, _decode_config, _num_sms,
-                                       _check_attn, _check_int)   # (chooses the interpreter)
+from .attention import (   # (chooses the interpreter)
+    pdl_options, _pdl_start, _attend, _prec, _decode_config, _split_partials, _check_attn, _check_int)
 import triton
 import triton.language as tl
 from .fused import _rope_halves
@@ -124,10 +124,7 @@ def rope_decode(qkv, q_weight, k_weight, cos, sin, eps, k_cache, v_cache, block_
         raise ValueError(f"cos and sin must be [S={S}, D={d}] rows with unit stride, got {tuple(cos.shape)}")
     if S == 0: return out
     cfg = _decode_config(q_view)
-    if num_splits is None: num_splits = max(1, min(16, triton.cdiv(2 * _num_sms(qkv.device), S * hkv)))
-    if not (isinstance(num_splits, int) and num_splits >= 1): raise ValueError(f"num_splits must be a positive int, got {num_splits!r}")
-    po = torch.empty(S, hq, num_splits, d, device=qkv.device, dtype=torch.float32) if num_splits > 1 else out
-    plse = torch.empty(S, hq, num_splits, device=qkv.device, dtype=torch.float32) if num_splits > 1 else out
+    num_splits, po, plse = _split_partials(num_splits, out, hkv)
     norm = q_weight is not None
     scale = d ** -0.5 if scale is None else scale
     g = hq // hkv

@@ -146,7 +146,7 @@ def _mix32(x):
 def _chunk_max_kernel(x_ptr, s_x, p_ptr, part_ptr, V, B, CHUNK: tl.constexpr, BLOCK: tl.constexpr):
     "Pass 1: the largest scaled logit of chunk `c` of row `r`."
     r, c, C = tl.program_id(0), tl.program_id(1), tl.num_programs(1)
-    t = tl.load(p_ptr + r).to(tl.float32)                              # row parameters [5, B]: temperature first
+    t = tl.load(p_ptr + r).to(tl.float32)                  # row parameters [5, B]: temperature first
     tt = tl.where(t == 0.0, 1.0, t)
     row = x_ptr + r.to(tl.int64) * s_x
     m = tl.full([BLOCK], float('-inf'), tl.float32)
@@ -163,10 +163,10 @@ def _chunk_race_kernel(x_ptr, s_x, p_ptr, fresh_ptr, part_ptr, best_ptr, idx_ptr
     t, mp = tl.load(p_ptr + r).to(tl.float32), tl.load(p_ptr + 3 * B + r).to(tl.float32)
     greedy = t == 0.0
     tt = tl.where(greedy, 1.0, t)
-    k = tl.load(p_ptr + 4 * B + r)                                     # the row's key, -1: the shared stream
+    k = tl.load(p_ptr + 4 * B + r)                         # the row's key, -1: the shared stream
     key = tl.where(k >= 0, k.to(tl.int64), tl.load(fresh_ptr + r).to(tl.int64)).to(tl.uint32)
     j = tl.arange(0, CP)
-    m = tl.max(tl.load(part_ptr + r * C + j, mask=j < C, other=float('-inf')), 0)   # the row's largest
+    m = tl.max(tl.load(part_ptr + r * C + j, mask=j < C, other=float('-inf')), 0)   # the row's max
     row = x_ptr + r.to(tl.int64) * s_x
     best, best_i = tl.full([], float('-inf'), tl.float32), c * CHUNK
     for start in range(c * CHUNK, tl.minimum(c * CHUNK + CHUNK, V), BLOCK):
@@ -189,27 +189,28 @@ def _chunk_pick_kernel(best_ptr, idx_ptr, out_ptr, C: tl.constexpr, CP: tl.const
     c = tl.argmax(tl.load(best_ptr + r * C + j, mask=j < C, other=float('-inf')), 0)
     tl.store(out_ptr + r, tl.load(idx_ptr + r * C + c))
 
-SAMPLE_CHUNK = 8192   # logits per program, a multiple of 1024: 19 programs for a row of Qwen's 151,936
+SAMPLE_CHUNK = 8192   # logits per program, a multiple of 1024: 19 programs a row of 151,936
 
 def sample_fused(logits, params, keys, generator=None, out=None):
     "`sample_simple` in three launches (rows that ask for top-k or top-p: `sample_simple`)."
     if any(not p.greedy and (p.top_k > 0 or p.top_p < 1) for p in params):
         return sample_simple(logits, params, keys, generator, out)
-    B, V = logits.shape
-    logits = logits if logits.stride(1) == 1 else logits.contiguous()
-    rows = row_params(params, keys, logits.device)                    # [5, B] float64, one copy
-    fresh = rows                                                       # not read when every row has a key
-    if any(k is None for k in keys):                                   # the shared stream: a fresh key per step
-        fresh = torch.randint(0, 2**32, (B,), generator=generator, device=logits.device)
-    C = triton.cdiv(V, SAMPLE_CHUNK)
-    part = torch.empty(3, B, C, dtype=torch.float32, device=logits.device)   # chunk maxima, scores, tokens
-    idx = part[2].view(torch.int32)
-    out = torch.empty(B, dtype=torch.long, device=logits.device) if out is None else out
+    (B, V), dev = logits.shape, logits.device
+    out = torch.empty(B, dtype=torch.long, device=dev) if out is None else out
     if B == 0: return out
-    _chunk_max_kernel[(B, C)](logits, logits.stride(0), rows, part[0], V, B, CHUNK=SAMPLE_CHUNK, BLOCK=1024)
-    _chunk_race_kernel[(B, C)](logits, logits.stride(0), rows, fresh, part[0], part[1], idx, V, B,
-                               CHUNK=SAMPLE_CHUNK, BLOCK=1024, CP=triton.next_power_of_2(C))
-    _chunk_pick_kernel[(B,)](part[1], idx, out, C=C, CP=triton.next_power_of_2(C))
+    logits = logits if logits.stride(1) == 1 else logits.contiguous()
+    rows = row_params(params, keys, dev)                               # [5, B] float64, one copy
+    fresh = rows                # a stand-in the kernel loads but does not use when every row has a key
+    if any(k is None for k in keys):                                   # the shared stream: a fresh key per step
+        fresh = torch.randint(0, 2**32, (B,), generator=generator, device=dev)
+    C, CP = triton.cdiv(V, SAMPLE_CHUNK), triton.next_power_of_2(triton.cdiv(V, SAMPLE_CHUNK))
+    part = torch.empty(3, B, C, dtype=torch.float32, device=dev)       # chunk maxima, scores, tokens
+    idx = part[2].view(torch.int32)
+    x, sx = logits, logits.stride(0)
+    _chunk_max_kernel[(B, C)](x, sx, rows, part[0], V, B, CHUNK=SAMPLE_CHUNK, BLOCK=1024)
+    _chunk_race_kernel[(B, C)](x, sx, rows, fresh, part[0], part[1], idx, V, B,
+                               CHUNK=SAMPLE_CHUNK, BLOCK=1024, CP=CP)
+    _chunk_pick_kernel[(B,)](part[1], idx, out, C=C, CP=CP)
     return out
 
 def sampling_plugin(engine):
