@@ -11,7 +11,7 @@ from .scheduler import FINISHED
 from .engine import PLUGINS, PlainStep
 
 # %% auto #0
-__all__ = ['batch_buckets', 'capture_graph', 'GraphBank', 'OverlapStep', 'graphs_plugin']
+__all__ = ['BY_TOKENS', 'batch_buckets', 'capture_graph', 'GraphBank', 'OverlapStep', 'graphs_plugin']
 
 # %% ../nbs/11_cuda_graphs.ipynb #36fa9609
 def batch_buckets(max_batch: int) -> list:
@@ -32,30 +32,38 @@ def capture_graph(fn, pool=None):
     return g, out
 
 # %% ../nbs/11_cuda_graphs.ipynb #8f098fa3
+BY_TOKENS = ('prefill', 'mixed')                           # kinds whose graphs are bucketed by tokens
+
 class GraphBank:
     "CUDA graphs of a runner's step, one per (kind, bucket), each reading a static batch in place."
     def __init__(self, runner, emulate: bool = False):
-        self.emulate, self.buckets, self.tokens, self.replays = emulate, {}, {}, {}
+        self.emulate, self.buckets, self.tokens, self.seqs, self.replays = emulate, {}, {}, {}, {}
         shape, dev = (runner.max_seqs, runner.max_width), runner.device
         self.tables = torch.full(shape, runner.spare_block, dtype=torch.int32, device=dev)  # static tables
         self.static, self.graphs, self.outputs, self.pool = {}, {}, {}, None
 
+    def _pad(self, kind: str, b: int) -> tuple:
+        "(sequences, tokens, sample rows) of the `kind` graph of bucket `b`."
+        S, T = self.seqs[kind], self.tokens[kind]
+        return (S, b, S) if kind in BY_TOKENS else (b, b * T, b * T)
+
     def padding(self, kind: str, S: int, N: int, R: int):
         "(sequences, tokens, sample rows) that a batch of `kind` is packed to; None if no graph fits it."
-        size = N if kind == 'prefill' else S
-        b = next((x for x in self.buckets.get(kind, ()) if x >= size), None)
-        if b is None: return None
-        T = self.tokens[kind]
-        return (1, b, 1) if kind == 'prefill' else (b, b * T, b * T)
+        by_tokens, most = kind in BY_TOKENS, self.seqs.get(kind, 0)
+        if kind not in self.buckets or (by_tokens and S > most): return None
+        size = N + most - S if by_tokens else S                     # a padding sequence has a token
+        b = next((x for x in self.buckets[kind] if x >= size), None)
+        return None if b is None else self._pad(kind, b)
 
-    def add(self, runner, kind: str, buckets, tokens: int = 1):
-        "Capture `kind` steps at each of `buckets` (sequences, or a prefill's tokens), `tokens` per sequence."
-        self.buckets[kind], self.tokens[kind], self.replays[kind] = sorted(buckets), tokens, 0
+    def add(self, runner, kind: str, buckets, tokens: int = 1, seqs: int = 1):
+        """Capture `kind` steps at each of `buckets`: sequences of `tokens` tokens each, or for a kind of
+        `BY_TOKENS`, tokens in all, of at most `seqs` sequences."""
+        self.buckets[kind], self.tokens[kind], self.seqs[kind], self.replays[kind] = sorted(buckets), tokens, seqs, 0
         for b in sorted(buckets, reverse=True):
-            pad = (1, b, 1) if kind == 'prefill' else (b, b * tokens, b * tokens)
+            pad = self._pad(kind, b)
             batch = runner.pack([], None, pad=pad)                    # all padding, in place
-            max_q = pad[1] if kind == 'prefill' else tokens
-            batch = dataclasses.replace(batch, kind=kind, max_q_len=max_q, fed=kind == 'decode',
+            max_q = pad[1] if kind in BY_TOKENS else tokens
+            batch = dataclasses.replace(batch, kind=kind, max_q_len=max_q, fed=kind in ('decode', 'mixed'),
                                         block_tables=self.tables[:pad[0]])
             self.static[kind, b] = batch
             if not self.emulate:
@@ -66,7 +74,7 @@ class GraphBank:
     def replay(self, batch, forward):
         "Logits of all rows of `batch`, packed for one of the graphs (`forward`: the step, when emulating)."
         S, N = batch.block_tables.shape[0], batch.input_ids.shape[0]
-        key = batch.kind, N if batch.kind == 'prefill' else S
+        key = batch.kind, N if batch.kind in BY_TOKENS else S
         self.tables[:S, :batch.block_tables.shape[1]] = batch.block_tables
         self.replays[batch.kind] += 1
         if self.emulate: return forward(self.static[key])
@@ -127,13 +135,16 @@ class OverlapStep(PlainStep):
 
 # %% ../nbs/11_cuda_graphs.ipynb #ge000006
 def graphs_plugin(engine):
-    "Engine plugin: capture decode and one-sequence prefill graphs, and overlap steps of simple rows."
+    "Engine plugin: capture decode, prefill and mixed graphs, and overlap steps of simple rows."
     if engine.cuda_graphs == 'off': return
     c, r = engine.config, engine.runner
     r.graphs = GraphBank(r, emulate=engine.cuda_graphs == 'emulate')
     r.graphs.add(r, 'decode', batch_buckets(c.max_num_seqs))
-    prefill = [16 << i for i in range(6) if 16 << i < 2 * c.max_num_batched_tokens] or [16]   # to 512
-    r.graphs.add(r, 'prefill', prefill)
+    room = r.sampled.shape[0]                                       # the runner's largest step
+    sizes = lambda lo, top: [b for b in (16 << i for i in range(8)) if lo < b <= room and b // 2 < top]  # to 2048
+    r.graphs.add(r, 'prefill', sizes(0, c.max_num_batched_tokens) or [16])
+    seqs = min(64, batch_buckets(c.max_num_seqs)[-1], c.max_num_batched_tokens)
+    r.graphs.add(r, 'mixed', sizes(seqs, c.max_num_batched_tokens + seqs), seqs=seqs)   # a step's most, padded
     engine.stepper = OverlapStep(r)
 
 PLUGINS['cuda_graphs'] = (11, graphs_plugin)
