@@ -1,0 +1,61 @@
+#!/usr/bin/env python3
+"""One engine step that admits a prompt beside 63 decoding sequences (a mixed step, as a server meets whenever a
+request arrives), with CUDA graphs off and on (chapter 11 captures mixed steps): wall ms of that step and of the
+plain decode step after it, random-weight Qwen3-0.6B in bf16, prompts of 16, 256 and 1,024 tokens.
+
+Run from the repository root:  PYTHONPATH=.:benchmarks python3 benchmarks/mixed_step_gpu.py
+Writes mixed_step_gpu.json to $OUT if set, else to benchmarks/results/.
+"""
+import gc, statistics, time
+import torch
+from minillm import LLM, SamplingParams
+from minillm.loading import random_checkpoint, PRESETS
+from bench_io import log, saver
+
+R = dict(errors={}, rows=[])
+save = saver(R, 'mixed_step_gpu')
+ck = random_checkpoint(**PRESETS['qwen3-0.6b'], dtype=torch.bfloat16, device='cuda')
+g = torch.Generator().manual_seed(0)
+
+def prompt(n: int) -> list: return torch.randint(0, 150000, (n,), generator=g).tolist()
+
+def timed(eng) -> float:
+    "Wall ms of one `step()`, its GPU work included."
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    eng.step()
+    torch.cuda.synchronize()
+    return (time.perf_counter() - t0) * 1e3
+
+for graphs in ('off', 'on'):
+    llm = LLM(str(ck), dtype='bfloat16', max_num_seqs=64, cuda_graphs=graphs, enable_prefix_caching=False)
+    eng = llm.engine
+    long = SamplingParams(temperature=0, max_tokens=2048, ignore_eos=True)
+    one = SamplingParams(temperature=0, max_tokens=1, ignore_eos=True)    # done at its prefill: 63 decodes stay
+    for i in range(63): eng.add_request(('decode', i), prompt(256), long)
+    while len(eng.scheduler.running) < 63 or any(not s.output_ids for s in eng.scheduler.running): eng.step()
+    for n in (16, 256, 1024):
+        mixed, decode = [], []
+        before = dict(eng.runner.graphs.replays) if eng.runner.graphs else {}
+        for r in range(12):
+            eng.add_request(('prompt', n, r), prompt(n), one)
+            mixed.append(timed(eng))
+            decode.append(timed(eng))
+        after = dict(eng.runner.graphs.replays) if eng.runner.graphs else {}
+        row = dict(graphs=graphs, prompt_tokens=n, decodes=63, mixed_ms=statistics.median(mixed[2:]),
+                   decode_ms=statistics.median(decode[2:]), mixed_all=mixed, decode_all=decode,
+                   graph_replays={k: after[k] - before.get(k, 0) for k in after})
+        R['rows'].append(row)
+        log(row['graphs'], n, f"mixed {row['mixed_ms']:.2f} ms, decode {row['decode_ms']:.2f} ms", row['graph_replays'])
+        save()
+    eng.abort_request(list(eng.requests))
+    del llm, eng
+    gc.collect()
+    torch.cuda.empty_cache()
+
+print(f"\nQwen3-0.6B bf16 on {R['gpu']}: one step with a prompt beside 63 decodes, median of 10 (ms)")
+print(f"{'prompt':>7} {'graphs off':>11} {'graphs on':>10} {'decode step, off':>17} {'on':>6}")
+by = {(r['graphs'], r['prompt_tokens']): r for r in R['rows']}
+for n in (16, 256, 1024):
+    off, on = by[('off', n)], by[('on', n)]
+    print(f"{n:7} {off['mixed_ms']:11.2f} {on['mixed_ms']:10.2f} {off['decode_ms']:17.2f} {on['decode_ms']:6.2f}")
