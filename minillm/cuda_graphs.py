@@ -6,6 +6,7 @@
 from __future__ import annotations
 import dataclasses
 import torch
+from fastcore.basics import patch
 from .sampling import simple
 from .scheduler import FINISHED
 from .engine import PLUGINS, PlainStep
@@ -55,31 +56,35 @@ class GraphBank:
         b = next((x for x in self.buckets[kind] if x >= size), None)
         return None if b is None else self._pad(kind, b)
 
-    def add(self, runner, kind: str, buckets, tokens: int = 1, seqs: int = 1):
-        """Capture `kind` steps at each of `buckets`: sequences of `tokens` tokens each, or for a kind of
-        `BY_TOKENS`, tokens in all, of at most `seqs` sequences."""
-        self.buckets[kind], self.tokens[kind], self.seqs[kind], self.replays[kind] = sorted(buckets), tokens, seqs, 0
-        for b in sorted(buckets, reverse=True):
-            pad = self._pad(kind, b)
-            batch = runner.pack([], None, pad=pad)                    # all padding, in place
-            max_q = pad[1] if kind in BY_TOKENS else tokens
-            batch = dataclasses.replace(batch, kind=kind, max_q_len=max_q, fed=kind in ('decode', 'mixed'),
-                                        block_tables=self.tables[:pad[0]])
-            self.static[kind, b] = batch
-            if not self.emulate:
-                g, self.outputs[kind, b] = capture_graph(lambda: runner.forward(batch), self.pool)
-                self.graphs[kind, b], self.pool = g, g.pool()
-        if not self.emulate: torch.cuda.synchronize()
+# %% ../nbs/11_cuda_graphs.ipynb #3eac1202
+@patch
+def add(self: GraphBank, runner, kind: str, buckets, tokens: int = 1, seqs: int = 1):
+    """Capture `kind` steps at each of `buckets`: sequences of `tokens` tokens each, or for a kind of
+    `BY_TOKENS`, tokens in all, of at most `seqs` sequences."""
+    self.buckets[kind], self.tokens[kind], self.seqs[kind], self.replays[kind] = sorted(buckets), tokens, seqs, 0
+    for b in sorted(buckets, reverse=True):
+        pad = self._pad(kind, b)
+        batch = runner.pack([], None, pad=pad)                    # all padding, in place
+        max_q = pad[1] if kind in BY_TOKENS else tokens
+        batch = dataclasses.replace(batch, kind=kind, max_q_len=max_q, fed=kind in ('decode', 'mixed'),
+                                    block_tables=self.tables[:pad[0]])
+        self.static[kind, b] = batch
+        if not self.emulate:
+            g, self.outputs[kind, b] = capture_graph(lambda: runner.forward(batch), self.pool)
+            self.graphs[kind, b], self.pool = g, g.pool()
+    if not self.emulate: torch.cuda.synchronize()
 
-    def replay(self, batch, forward):
-        "Logits of all rows of `batch`, packed for one of the graphs (`forward`: the step, when emulating)."
-        S, N = batch.block_tables.shape[0], batch.input_ids.shape[0]
-        key = batch.kind, N if batch.kind in BY_TOKENS else S
-        self.tables[:S, :batch.block_tables.shape[1]] = batch.block_tables
-        self.replays[batch.kind] += 1
-        if self.emulate: return forward(self.static[key])
-        self.graphs[key].replay()
-        return self.outputs[key]
+# %% ../nbs/11_cuda_graphs.ipynb #67a46a6f
+@patch
+def replay(self: GraphBank, batch, forward):
+    "Logits of all rows of `batch`, packed for one of the graphs (`forward`: the step, when emulating)."
+    S, N = batch.block_tables.shape[0], batch.input_ids.shape[0]
+    key = batch.kind, N if batch.kind in BY_TOKENS else S
+    self.tables[:S, :batch.block_tables.shape[1]] = batch.block_tables
+    self.replays[batch.kind] += 1
+    if self.emulate: return forward(self.static[key])
+    self.graphs[key].replay()
+    return self.outputs[key]
 
 # %% ../nbs/11_cuda_graphs.ipynb #ge000004
 class OverlapStep(PlainStep):
@@ -96,42 +101,50 @@ class OverlapStep(PlainStep):
         rows = all(simple(s.params, s.output_ids) for s, _ in scheduled)
         return engine.config.overlap and len(scheduled) > 0 and known and rows
 
-    def step(self, engine, scheduled):
-        if not self.overlappable(engine, scheduled):
-            drained = self.inflight is not None
-            self.drain(engine)                                        # this step needs every token first
-            scheduled = [x for x in scheduled if x[0].status != FINISHED]
-            if scheduled or not drained: super().step(engine, scheduled)
-            return
-        r, last = engine.runner, self.inflight
-        feed = {} if last is None else {s: i for i, s in enumerate(last[0])}
-        batch = r.pack(scheduled, engine.block_manager, feed=feed)
-        logits = r.run(batch)
-        n = len(batch.samplers)                                       # decodes, and prompts that end here
-        out = engine.sample(logits, batch.samplers, out=r.sampled[:n])   # on the device
-        self.turn ^= 1
-        self.host[self.turn, :n].copy_(out.tokens, non_blocking=True)
-        if self.done[self.turn] is not None: self.done[self.turn].record()
-        for s in batch.samplers: s.reserve()
-        self.inflight, self.launched = (batch.samplers, self.turn), self.launched + 1
-        if last is not None: self._read(engine, last)                  # step n's tokens, step n+1 running
-        engine.scheduler.update([x for x in scheduled if x[0].status != FINISHED])
+# %% ../nbs/11_cuda_graphs.ipynb #e23be7d3
+@patch
+def step(self: OverlapStep, engine, scheduled):
+    "Run `scheduled`: launched before the step in flight is read, when it can be."
+    if not self.overlappable(engine, scheduled):
+        drained = self.inflight is not None
+        self.drain(engine)                                        # this step needs every token first
+        scheduled = [x for x in scheduled if x[0].status != FINISHED]
+        if scheduled or not drained: PlainStep.step(self, engine, scheduled)
+        return
+    r, last = engine.runner, self.inflight
+    feed = {} if last is None else {s: i for i, s in enumerate(last[0])}
+    batch = r.pack(scheduled, engine.block_manager, feed=feed)
+    logits = r.run(batch)
+    n = len(batch.samplers)                                       # decodes, and prompts that end here
+    out = engine.sample(logits, batch.samplers, out=r.sampled[:n])   # on the device
+    self.turn ^= 1
+    self.host[self.turn, :n].copy_(out.tokens, non_blocking=True)
+    if self.done[self.turn] is not None: self.done[self.turn].record()
+    for s in batch.samplers: s.reserve()
+    self.inflight, self.launched = (batch.samplers, self.turn), self.launched + 1
+    if last is not None: self._read(engine, last)                  # step n's tokens, step n+1 running
+    engine.scheduler.update([x for x in scheduled if x[0].status != FINISHED])
 
-    def tokens(self, turn: int, n: int) -> list:
-        "The `n` tokens of the step of `turn`, once their copy to the host is done."
-        if self.done[turn] is not None: self.done[turn].synchronize()
-        return self.host[turn, :n].tolist()
+# %% ../nbs/11_cuda_graphs.ipynb #c94106da
+@patch
+def tokens(self: OverlapStep, turn: int, n: int) -> list:
+    "The `n` tokens of the step of `turn`, once their copy to the host is done."
+    if self.done[turn] is not None: self.done[turn].synchronize()
+    return self.host[turn, :n].tolist()
 
-    def _read(self, engine, inflight):
-        seqs, turn = inflight
-        engine.deliver(seqs, [[t] for t in self.tokens(turn, len(seqs))], [[None]] * len(seqs))
+@patch
+def _read(self: OverlapStep, engine, inflight):
+    seqs, turn = inflight
+    engine.deliver(seqs, [[t] for t in self.tokens(turn, len(seqs))], [[None]] * len(seqs))
 
-    def drain(self, engine):
-        "Read the step in flight, if there is one."
-        last, self.inflight = self.inflight, None
-        if last is not None: self._read(engine, last)
+@patch
+def drain(self: OverlapStep, engine):
+    "Read the step in flight, if there is one."
+    last, self.inflight = self.inflight, None
+    if last is not None: self._read(engine, last)
 
-    def reset(self): self.inflight = None
+@patch
+def reset(self: OverlapStep): self.inflight = None
 
 # %% ../nbs/11_cuda_graphs.ipynb #ge000006
 def graphs_plugin(engine):
