@@ -17,6 +17,7 @@ def hash_block(parent_hash: int, token_ids: tuple) -> int:
     "Chained hash of one full block: its own tokens and, through `parent_hash`, every token before them."
     return hash((parent_hash, token_ids))
 
+# %% ../nbs/06_paged.ipynb #12f7ebda
 @dataclass
 class PrefixCacheStats:
     "Prompt tokens looked up in the prefix cache when sequences were admitted, and how many of them hit."
@@ -25,6 +26,7 @@ class PrefixCacheStats:
     @property
     def hit_rate(self) -> float: return self.hit_tokens / self.queried_tokens if self.queried_tokens else 0.0
 
+# %% ../nbs/06_paged.ipynb #d3a400cf
 def _check_int(name, v, lo, hi=None):
     if not isinstance(v, int) or isinstance(v, bool) or v < lo or (hi is not None and v > hi):
         raise ValueError(f"{name} must be an int in [{lo}, {'inf' if hi is None else hi}], got {v!r}")
@@ -52,32 +54,42 @@ class BlockManager:
         self._tables, self._num_cached, self._chain = {}, {}, {}
         self.stats = PrefixCacheStats()
 
-    @property
-    def num_free_blocks(self) -> int:
-        "Blocks allocatable now: free plus evictable."
-        return len(self._free) + len(self._evictable)
-    @property
-    def num_used_blocks(self) -> int: return self.num_blocks - self.num_free_blocks
-    @property
-    def num_cached_blocks(self) -> int: return len(self._hash_to_block)
-    def all_free(self) -> bool:
-        "No block in use and no sequence holding a table (leak check)."
-        return self.num_used_blocks == 0 and not self._tables
-    def __contains__(self, seq_id): return seq_id in self._tables
-    def block_table(self, seq_id) -> list[int]: return list(self._table(seq_id))
-    def num_cached_tokens(self, seq_id) -> int:
-        "Tokens of `seq_id` covered by prefix-cache hits at its first allocation."
-        self._table(seq_id); return self._num_cached[seq_id]
+# %% ../nbs/06_paged.ipynb #bde21a87
+@patch(as_prop=True)
+def num_free_blocks(self: BlockManager) -> int:
+    "Blocks allocatable now: free plus evictable."
+    return len(self._free) + len(self._evictable)
+@patch(as_prop=True)
+def num_used_blocks(self: BlockManager) -> int: return self.num_blocks - self.num_free_blocks
+@patch(as_prop=True)
+def num_cached_blocks(self: BlockManager) -> int: return len(self._hash_to_block)
+@patch
+def all_free(self: BlockManager) -> bool:
+    "No block in use and no sequence holding a table (leak check)."
+    return self.num_used_blocks == 0 and not self._tables
 
-    def slot_mapping(self, seq_id, start: int, end: int) -> list[int]:
-        "Cache slots of positions `start..end-1` of `seq_id`."
-        t, bs = self._table(seq_id), self.block_size
-        _check_int('start', start, 0, len(t) * bs); _check_int('end', end, start, len(t) * bs)
-        return [t[p // bs] * bs + p % bs for p in range(start, end)]
+# %% ../nbs/06_paged.ipynb #bc51a1fb
+@patch
+def _table(self: BlockManager, seq_id):
+    if seq_id not in self._tables: raise ValueError(f"unknown seq_id {seq_id!r}: allocate it first (or it was freed)")
+    return self._tables[seq_id]
 
-    def _table(self, seq_id):
-        if seq_id not in self._tables: raise ValueError(f"unknown seq_id {seq_id!r}: allocate it first (or it was freed)")
-        return self._tables[seq_id]
+@patch
+def __contains__(self: BlockManager, seq_id): return seq_id in self._tables
+@patch
+def block_table(self: BlockManager, seq_id) -> list[int]: return list(self._table(seq_id))
+@patch
+def num_cached_tokens(self: BlockManager, seq_id) -> int:
+    "Tokens of `seq_id` covered by prefix-cache hits at its first allocation."
+    self._table(seq_id); return self._num_cached[seq_id]
+
+# %% ../nbs/06_paged.ipynb #6a8cd53e
+@patch
+def slot_mapping(self: BlockManager, seq_id, start: int, end: int) -> list[int]:
+    "Cache slots of positions `start..end-1` of `seq_id`."
+    t, bs = self._table(seq_id), self.block_size
+    _check_int('start', start, 0, len(t) * bs); _check_int('end', end, start, len(t) * bs)
+    return [t[p // bs] * bs + p % bs for p in range(start, end)]
 
 # %% ../nbs/06_paged.ipynb #cf2aec20
 @patch
@@ -99,6 +111,15 @@ def match_prefix(self: BlockManager, token_ids) -> int:
     "Tokens of `token_ids` that prefix-cache hits would cover now (a multiple of block_size); changes nothing."
     return len(self._match(token_ids)[0]) * self.block_size
 
+# %% ../nbs/06_paged.ipynb #3f08e730
+@patch
+def _take_block(self: BlockManager):
+    if not self._free: self._uncache(next(iter(self._evictable)))   # evict the least recently released
+    b = self._free.popleft()
+    self.ref_count[b] = 1
+    return b
+
+# %% ../nbs/06_paged.ipynb #a78c70ad
 @patch
 def allocate(self: BlockManager, seq_id, token_ids, num_tokens: int, budget: int | None = None) -> bool:
     "Make the table of `seq_id` cover its first `num_tokens` tokens (on a first allocation at most `budget` beyond its prefix-cache hits); False (and no change) if blocks run out."
@@ -124,13 +145,6 @@ def allocate(self: BlockManager, seq_id, token_ids, num_tokens: int, budget: int
     self.stats.queried_tokens += len(token_ids); self.stats.hit_tokens += len(hits) * self.block_size
     self._tables[seq_id].extend(self._take_block() for _ in range(need))
     return True
-
-@patch
-def _take_block(self: BlockManager):
-    if not self._free: self._uncache(next(iter(self._evictable)))   # evict the least recently released
-    b = self._free.popleft()
-    self.ref_count[b] = 1
-    return b
 
 # %% ../nbs/06_paged.ipynb #cf2aec21
 @patch

@@ -32,8 +32,10 @@ class Batch:
     query_start_loc: torch.Tensor    # [S + 1] where each sequence's tokens start in the pack
     block_tables: torch.Tensor       # [S, w]
 
+# %% ../nbs/08a_runner.ipynb #1276fd32
 def _aligned(n: int) -> int: return -(-n // 4) * 4      # int32 entries to the next 16-byte boundary
 
+# %% ../nbs/08a_runner.ipynb #61455832
 def batch_views(buf, N: int, R: int, S: int, w: int) -> dict:
     "The arrays of a batch of `N` tokens, `R` sample rows, `S` sequences (tables `w` wide), one after another in `buf`."
     sizes = dict(input_ids=N, positions=N, slot_mapping=N, feed=N, sample_rows=R,
@@ -44,11 +46,22 @@ def batch_views(buf, N: int, R: int, S: int, w: int) -> dict:
     views['block_tables'] = buf[at:at + S * w].view(S, w)
     return views
 
+# %% ../nbs/08a_runner.ipynb #e3462c58
+def _flatten(arrays, tables, w: int, fill: int) -> list:
+    "`arrays` one after another, each from a 16-byte boundary, then `tables` padded to `w` with `fill`."
+    flat = []
+    for a in arrays:
+        flat += a
+        flat += [0] * (_aligned(len(flat)) - len(flat))          # each array 16-byte aligned, as `batch_views` reads
+    for t in tables: flat += t + [fill] * (w - len(t))
+    return flat
+
 # %% ../nbs/08a_runner.ipynb #99ed94ad
 def attend_ref(q, k_cache, v_cache, block_tables, context_lens, query_start_loc, max_q_len, out=None):
     "The reference attention with the runner's signature (`max_q_len` and `out` are for the kernels)."
     return paged_attention_ref(q, k_cache, v_cache, block_tables, context_lens, query_start_loc)
 
+# %% ../nbs/08a_runner.ipynb #877d44d0
 class PagedAttention:
     "The model's `attn` for one `Batch` over the paged KV cache, writing into `out`."
     def __init__(self, kv_caches, batch: Batch, out, store=store_kv, attend=attend_ref):
@@ -72,6 +85,7 @@ def kv_bytes_per_block(cfg, block_size: int, dtype) -> int:
     per_token = cfg.num_key_value_heads * cfg.head_dim * torch.empty(0, dtype=dtype).element_size()
     return 2 * cfg.num_hidden_layers * block_size * per_token
 
+# %% ../nbs/08a_runner.ipynb #31876541
 class ModelRunner:
     "Runs the model for one `Batch` over a paged KV cache; owns the cache and the step's input buffers."
     def __init__(self, model, num_blocks: int, block_size: int,
@@ -126,12 +140,10 @@ def pack(self: ModelRunner,
     S2, N2, R2 = pad or (S, N, R)
     w = max(map(len, tables), default=1)
     pt, ps = N2 - N, S2 - S                                        # padding tokens and sequences
-    flat = []
-    for a in ([*ids, *[0] * pt], [*pos, *[0] * pt], [*slots, *[-1] * pt], [*src, *[-1] * pt], [*rows, *[0] * (R2 - R)],
-              [*ctx, *[1] * ps], [*qsl, *range(N + 1, N + 1 + ps)]):   # a padding sequence: one token...
-        flat += a
-        flat += [0] * (_aligned(len(flat)) - len(flat))          # each array 16-byte aligned, as `batch_views` reads
-    for t in tables: flat += t + [spare] * (w - len(t))
+    flat = _flatten(([*ids, *[0] * pt], [*pos, *[0] * pt], [*slots, *[-1] * pt], [*src, *[-1] * pt],
+                     [*rows, *[0] * (R2 - R)], [*ctx, *[1] * ps],
+                     [*qsl, *range(N + 1, N + 1 + ps)]),           # a padding sequence: one token...
+                    tables, w, spare)
     flat += [spare] * (w * ps)                                     # ...in the spare block
     if len(flat) > len(self.host_np):
         raise RuntimeError(f"a step of {N2} tokens and {S2} sequences ({w} blocks wide) "
@@ -152,6 +164,7 @@ def run(self: ModelRunner, batch: Batch):
     logits = self.graphs.replay(batch, self.forward) if batch.padded else self.forward(batch)
     return logits[:batch.num_rows]
 
+# %% ../nbs/08a_runner.ipynb #bec25e18
 @patch
 def forward(self: ModelRunner, batch: Batch):
     "The model on the batch's tokens; logits of its sample rows."

@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 from collections import deque
 from dataclasses import dataclass, field
+from fastcore.basics import patch
 from .paged import BlockManager
 from .sampling import SamplingParams
 
@@ -16,6 +17,7 @@ __all__ = ['WAITING', 'RUNNING', 'FINISHED', 'Sequence', 'SchedulerOutput', 'Sch
 # %% ../nbs/08_scheduler.ipynb #2af717b5
 WAITING, RUNNING, FINISHED = 'waiting', 'running', 'finished'
 
+# %% ../nbs/08_scheduler.ipynb #2d08374d
 @dataclass(eq=False)
 class Sequence:
     "One request's tokens and progress."
@@ -31,17 +33,22 @@ class Sequence:
     def __post_init__(self): self.token_ids, self.output_ids = list(self.prompt_ids), []
     @property
     def num_tokens(self): return len(self.token_ids)
-    @property
-    def capped(self) -> bool: return len(self.output_ids) + self.pending >= self.params.max_tokens   # nothing left to run
-    def reserve(self):
-        "Count a token that a launched step is sampling on the device, before its value is known."
-        self.token_ids.append(-1); self.pending += 1
-    def append(self, tok: int):
-        "Add a sampled token (in the first placeholder's place, if any)."
-        if self.pending: self.token_ids[len(self.prompt_ids) + len(self.output_ids)] = tok; self.pending -= 1
-        else: self.token_ids.append(tok)
-        self.output_ids.append(tok)
 
+# %% ../nbs/08_scheduler.ipynb #1335dfb2
+@patch(as_prop=True)
+def capped(self: Sequence) -> bool: return len(self.output_ids) + self.pending >= self.params.max_tokens   # nothing left to run
+@patch
+def reserve(self: Sequence):
+    "Count a token that a launched step is sampling on the device, before its value is known."
+    self.token_ids.append(-1); self.pending += 1
+@patch
+def append(self: Sequence, tok: int):
+    "Add a sampled token (in the first placeholder's place, if any)."
+    if self.pending: self.token_ids[len(self.prompt_ids) + len(self.output_ids)] = tok; self.pending -= 1
+    else: self.token_ids.append(tok)
+    self.output_ids.append(tok)
+
+# %% ../nbs/08_scheduler.ipynb #a9efea30
 @dataclass
 class SchedulerOutput:
     "What one step computes: `(sequence, number of new tokens)` in order, and the sequences preempted for it."
@@ -59,50 +66,60 @@ class Scheduler:
     def add(self, seq: Sequence): self.waiting.append(seq)
     def has_work(self) -> bool: return bool(self.waiting or self.running)
 
-    def _preempt(self, seq):
-        self.bm.free(seq.seq_id)
-        seq.status, seq.num_computed = WAITING, 0
-        self.waiting.appendleft(seq)
-        self.num_preemptions += 1
+# %% ../nbs/08_scheduler.ipynb #baad9a72
+@patch
+def _preempt(self: Scheduler, seq):
+    self.bm.free(seq.seq_id)
+    seq.status, seq.num_computed = WAITING, 0
+    self.waiting.appendleft(seq)
+    self.num_preemptions += 1
 
-    def schedule(self) -> SchedulerOutput:
-        budget, scheduled, preempted = self.max_num_batched_tokens, [], []
-        i = 0
-        while i < len(self.running) and budget > 0:                       # 1. running, oldest first
-            seq = self.running[i]
-            if seq.capped: i += 1; continue                                # its last token is in flight
-            n = min(seq.num_tokens - seq.num_computed, budget)
-            while not self.bm.allocate(seq.seq_id, seq.token_ids, seq.num_computed + n):
-                victim = self.running.pop()                                # the newest
-                self._preempt(victim); preempted.append(victim)
-                if victim is seq: break
-            else:
-                scheduled.append((seq, n)); budget -= n; i += 1
-                continue
-            break
-        while self.waiting and budget > 0 and not preempted and len(self.running) < self.max_num_seqs:  # 2. admit
-            seq = self.waiting[0]
-            if not self.bm.allocate(seq.seq_id, seq.token_ids, seq.num_tokens, budget=budget): break   # cached prefix + budget
-            seq.num_computed = self.bm.num_cached_tokens(seq.seq_id)
-            if seq.num_cached_tokens is None: seq.num_cached_tokens = seq.num_computed
-            n = min(seq.num_tokens - seq.num_computed, budget)
-            self.waiting.popleft(); self.running.append(seq); seq.status = RUNNING
-            scheduled.append((seq, n)); budget -= n
-        return SchedulerOutput(scheduled, preempted)
+# %% ../nbs/08_scheduler.ipynb #2ace01a3
+@patch
+def schedule(self: Scheduler) -> SchedulerOutput:
+    budget, scheduled, preempted = self.max_num_batched_tokens, [], []
+    i = 0
+    while i < len(self.running) and budget > 0:                       # 1. running, oldest first
+        seq = self.running[i]
+        if seq.capped: i += 1; continue                                # its last token is in flight
+        n = min(seq.num_tokens - seq.num_computed, budget)
+        while not self.bm.allocate(seq.seq_id, seq.token_ids, seq.num_computed + n):
+            victim = self.running.pop()                                # the newest
+            self._preempt(victim); preempted.append(victim)
+            if victim is seq: break
+        else:
+            scheduled.append((seq, n)); budget -= n; i += 1
+            continue
+        break
+    while self.waiting and budget > 0 and not preempted and len(self.running) < self.max_num_seqs:  # 2. admit
+        seq = self.waiting[0]
+        if not self.bm.allocate(seq.seq_id, seq.token_ids, seq.num_tokens, budget=budget): break   # cached prefix + budget
+        seq.num_computed = self.bm.num_cached_tokens(seq.seq_id)
+        if seq.num_cached_tokens is None: seq.num_cached_tokens = seq.num_computed
+        n = min(seq.num_tokens - seq.num_computed, budget)
+        self.waiting.popleft(); self.running.append(seq); seq.status = RUNNING
+        scheduled.append((seq, n)); budget -= n
+    return SchedulerOutput(scheduled, preempted)
 
-    def lookahead(self, seq: Sequence, tokens: list) -> bool:
-        "Blocks for `tokens` beyond `seq`'s own, in this step (guessed tokens to verify); False, and nothing taken, if they run out."
-        return self.bm.allocate(seq.seq_id, seq.token_ids + list(tokens), seq.num_tokens + len(tokens))
+# %% ../nbs/08_scheduler.ipynb #ab5a9ce6
+@patch
+def update(self: Scheduler, scheduled):
+    "After the step ran: advance `num_computed` and register newly full blocks in the prefix cache."
+    for seq, n in scheduled:
+        seq.num_computed += n
+        self.bm.commit(seq.seq_id, seq.token_ids, seq.num_computed)
 
-    def update(self, scheduled):
-        "After the step ran: advance `num_computed` and register newly full blocks in the prefix cache."
-        for seq, n in scheduled:
-            seq.num_computed += n
-            self.bm.commit(seq.seq_id, seq.token_ids, seq.num_computed)
+# %% ../nbs/08_scheduler.ipynb #a2baca84
+@patch
+def lookahead(self: Scheduler, seq: Sequence, tokens: list) -> bool:
+    "Blocks for `tokens` beyond `seq`'s own, in this step (guessed tokens to verify); False, and nothing taken, if they run out."
+    return self.bm.allocate(seq.seq_id, seq.token_ids + list(tokens), seq.num_tokens + len(tokens))
 
-    def finish(self, seq: Sequence, reason: str):
-        "Remove a finished (or aborted) sequence, running or waiting, and release its blocks."
-        seq.status, seq.finish_reason = FINISHED, reason
-        if seq in self.running: self.running.remove(seq)
-        else: self.waiting.remove(seq)
-        if seq.seq_id in self.bm: self.bm.free(seq.seq_id)
+# %% ../nbs/08_scheduler.ipynb #dfc66167
+@patch
+def finish(self: Scheduler, seq: Sequence, reason: str):
+    "Remove a finished (or aborted) sequence, running or waiting, and release its blocks."
+    seq.status, seq.finish_reason = FINISHED, reason
+    if seq in self.running: self.running.remove(seq)
+    else: self.waiting.remove(seq)
+    if seq.seq_id in self.bm: self.bm.free(seq.seq_id)
