@@ -17,7 +17,10 @@ from .runner import ModelRunner, kv_bytes_per_block
 from .outputs import CompletionOutput, RequestMetrics, RequestOutput, detokenize_step
 
 # %% auto #0
-__all__ = ['PLUGINS', 'EngineConfig', 'is_token_ids', 'resolve_features', 'Choice', 'Request', 'LLMEngine', 'PlainStep']
+__all__ = ['PLUGINS', 'EngineConfig', 'resolve_features', 'Choice', 'Request', 'PlainStep', 'LLMEngine', 'is_token_ids']
+
+# %% ../nbs/09_engine.ipynb #43222316
+def _is_int(v) -> bool: return isinstance(v, int) and not isinstance(v, bool)
 
 # %% ../nbs/09_engine.ipynb #f1f1df19
 @dataclass
@@ -64,12 +67,6 @@ class EngineConfig:
         if not 0 < self.gpu_memory_utilization <= 1:
             raise ValueError(f"gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization!r}")
 
-def _is_int(v) -> bool: return isinstance(v, int) and not isinstance(v, bool)
-
-def is_token_ids(p) -> bool:
-    "Is `p` a prompt given as token ids (a list or tuple of ints)?"
-    return isinstance(p, (list, tuple)) and all(type(t) is int for t in p)
-
 # %% ../nbs/09_engine.ipynb #e0a10002
 PLUGINS = {}   # name -> (chapter, setup(engine)), added by later chapters' modules, run in chapter order
 _PROVIDERS = dict(triton='minillm.kernels.attention', cuda_graphs='minillm.cuda_graphs',
@@ -80,6 +77,7 @@ def _require(name: str, what: str):
         raise ValueError(f"{what} needs {_PROVIDERS[name]}, which is not loaded: "
                          "import it, or use `from minillm import LLM`")
 
+# %% ../nbs/09_engine.ipynb #2d54c252
 def resolve_features(c: EngineConfig, device) -> tuple:
     "The attention back end and graph mode `c` asks for on `device`, 'auto' resolved to what is loaded."
     cuda = torch.device(device).type == 'cuda'
@@ -113,20 +111,23 @@ class Choice:
     @property
     def finished(self) -> bool: return self.seq.status == FINISHED
 
-    def completion(self, error=None, delta=False) -> CompletionOutput | None:
-        "The completion so far; with `delta`, what is new since the last delta, or None."
-        s, p = self.seq, self.seq.params
-        reason, cum = 'error' if error else s.finish_reason, None if p.logprobs is None else self.cum_logprob
-        if not delta: return CompletionOutput(self.index, self.text, list(s.output_ids), reason, self.logprobs, cum)
-        done = self.finished or error is not None
-        hold = 0 if done or not p.stop else max(map(len, p.stop)) - 1
-        upto = max(self.sent_text, len(self.text) - hold)
-        text, self.sent_text = self.text[self.sent_text:upto], upto
-        if self.sent_done or not (text or done): return None    # ids that made no text yet go out later
-        a, self.sent_tokens, self.sent_done = self.sent_tokens, len(s.output_ids), done
-        lps = None if self.logprobs is None else self.logprobs[a:]
-        return CompletionOutput(self.index, text, s.output_ids[a:], reason if done else None, lps, cum)
+# %% ../nbs/09_engine.ipynb #45cf94e0
+@patch
+def completion(self: Choice, error=None, delta=False) -> CompletionOutput | None:
+    "The completion so far; with `delta`, what is new since the last delta, or None."
+    s, p = self.seq, self.seq.params
+    reason, cum = 'error' if error else s.finish_reason, None if p.logprobs is None else self.cum_logprob
+    if not delta: return CompletionOutput(self.index, self.text, list(s.output_ids), reason, self.logprobs, cum)
+    done = self.finished or error is not None
+    hold = 0 if done or not p.stop else max(map(len, p.stop)) - 1
+    upto = max(self.sent_text, len(self.text) - hold)
+    text, self.sent_text = self.text[self.sent_text:upto], upto
+    if self.sent_done or not (text or done): return None    # ids that made no text yet go out later
+    a, self.sent_tokens, self.sent_done = self.sent_tokens, len(s.output_ids), done
+    lps = None if self.logprobs is None else self.logprobs[a:]
+    return CompletionOutput(self.index, text, s.output_ids[a:], reason if done else None, lps, cum)
 
+# %% ../nbs/09_engine.ipynb #65fa4621
 @dataclass(eq=False)
 class Request:
     "One request in the engine: its choices, prompt, error and timings."
@@ -143,13 +144,29 @@ class Request:
     def finished(self) -> bool:
         return self.error is not None or (not self.later and all(c.finished for c in self.choices))
 
-    def output(self, delta: bool = False) -> RequestOutput | None:
-        "The result so far; with `delta`, what is new in it since the last delta (None if nothing is)."
-        self.metrics.num_cached_tokens = self.choices[0].seq.num_cached_tokens or 0
-        comps = [c for c in (ch.completion(self.error, delta) for ch in self.choices) if c is not None]
-        if delta and not comps: return None
-        return RequestOutput(self.request_id, self.prompt, list(self.prompt_ids), comps,
-                             self.finished, self.error, self.metrics)
+# %% ../nbs/09_engine.ipynb #e9449b10
+@patch
+def output(self: Request, delta: bool = False) -> RequestOutput | None:
+    "The result so far; with `delta`, what is new in it since the last delta (None if nothing is)."
+    self.metrics.num_cached_tokens = self.choices[0].seq.num_cached_tokens or 0
+    comps = [c for c in (ch.completion(self.error, delta) for ch in self.choices) if c is not None]
+    if delta and not comps: return None
+    return RequestOutput(self.request_id, self.prompt, list(self.prompt_ids), comps,
+                         self.finished, self.error, self.metrics)
+
+# %% ../nbs/09_engine.ipynb #a06bd1b6
+class PlainStep:
+    "Schedule, pack, run, sample, update: one step at a time."
+    def step(self, engine, scheduled):
+        if not scheduled: raise RuntimeError("the scheduler could not schedule any sequence")
+        batch = engine.runner.pack(scheduled, engine.block_manager)
+        logits = engine.runner.run(batch)
+        engine.scheduler.update(scheduled)
+        out = engine.sample(logits, batch.samplers)
+        engine.deliver(batch.samplers, [[t] for t in out.token_ids], [[lp] for lp in out.logprobs])
+    def drain(self, engine): pass                      # nothing in flight
+    def reset(self): pass
+    def stats(self) -> dict: return {}
 
 # %% ../nbs/09_engine.ipynb #f334f17b
 class LLMEngine:
@@ -179,26 +196,35 @@ class LLMEngine:
         self.requests, self._by_seq, self._changed, self._next_seq = {}, {}, {}, 0
         for _, setup in sorted(PLUGINS.values(), key=lambda p: p[0]): setup(self)
 
-    def _eos_ids(self):
-        ids = list(self.model.config.eos_token_ids)
-        gc = self.model.path/'generation_config.json'
-        if gc.exists():
-            e = json.loads(gc.read_text()).get('eos_token_id')
-            ids += e if isinstance(e, list) else [] if e is None else [e]
-        return tuple(dict.fromkeys(ids or self.tokenizer.eos_token_ids))
+# %% ../nbs/09_engine.ipynb #b2afa2fc
+@patch
+def _eos_ids(self: LLMEngine):
+    ids = list(self.model.config.eos_token_ids)
+    gc = self.model.path/'generation_config.json'
+    if gc.exists():
+        e = json.loads(gc.read_text()).get('eos_token_id')
+        ids += e if isinstance(e, list) else [] if e is None else [e]
+    return tuple(dict.fromkeys(ids or self.tokenizer.eos_token_ids))
 
-    def _auto_blocks(self):
-        c, dev, dt = self.config, self.device, next(self.model.parameters()).dtype
-        per = kv_bytes_per_block(self.model.config, c.block_size, dt)
-        if dev.type == 'cuda':
-            free, total = torch.cuda.mem_get_info(dev)
-            free += torch.cuda.memory_reserved(dev) - torch.cuda.memory_allocated(dev)   # cached by torch
-            budget = total * c.gpu_memory_utilization - (total - free) - 2 * 2**30     # 2 GiB of activations
-        else: budget = min(256 * 2**20, c.max_num_seqs * self.max_model_len / c.block_size * per)
-        if budget < per:
-            raise ValueError(f"no memory left for the KV cache (need {per} bytes per block); "
-                             "raise gpu_memory_utilization, free GPU memory, or pass num_kv_blocks")
-        return int(budget // per)
+# %% ../nbs/09_engine.ipynb #16f6e737
+@patch
+def _auto_blocks(self: LLMEngine):
+    c, dev, dt = self.config, self.device, next(self.model.parameters()).dtype
+    per = kv_bytes_per_block(self.model.config, c.block_size, dt)
+    if dev.type == 'cuda':
+        free, total = torch.cuda.mem_get_info(dev)
+        free += torch.cuda.memory_reserved(dev) - torch.cuda.memory_allocated(dev)   # cached by torch
+        budget = total * c.gpu_memory_utilization - (total - free) - 2 * 2**30     # 2 GiB of activations
+    else: budget = min(256 * 2**20, c.max_num_seqs * self.max_model_len / c.block_size * per)
+    if budget < per:
+        raise ValueError(f"no memory left for the KV cache (need {per} bytes per block); "
+                         "raise gpu_memory_utilization, free GPU memory, or pass num_kv_blocks")
+    return int(budget // per)
+
+# %% ../nbs/09_engine.ipynb #69fba9a5
+def is_token_ids(p) -> bool:
+    "Is `p` a prompt given as token ids (a list or tuple of ints)?"
+    return isinstance(p, (list, tuple)) and all(type(t) is int for t in p)
 
 # %% ../nbs/09_engine.ipynb #e28384b2
 @patch
@@ -223,6 +249,7 @@ def _prompt_ids(self: LLMEngine, prompt, params) -> list:
                          "gpu_memory_utilization)")
     return ids
 
+# %% ../nbs/09_engine.ipynb #2934486d
 @patch
 def add_request(self: LLMEngine,
                 request_id,                            # any hashable id, unique among unfinished requests
@@ -250,16 +277,13 @@ def add_request(self: LLMEngine,
         if c.seq not in later: self.scheduler.add(c.seq)
     return request_id
 
+# %% ../nbs/09_engine.ipynb #955ee565
 @patch
-def abort_request(self: LLMEngine, request_id):
-    "Stop `request_id` (or each of a list) now and release its blocks; unknown ids are ignored."
-    for rid in request_id if isinstance(request_id, (list, tuple, set)) else [request_id]:
-        req = self.requests.pop(rid, None)
-        if req is None: continue
-        self._stop(req, 'abort')
-        for c in req.choices: del self._by_seq[c.seq.seq_id]
-        self._changed.pop(req, None)
+def has_unfinished_requests(self: LLMEngine) -> bool:
+    "Are there requests whose final output has not been returned by `step` yet?"
+    return bool(self.requests)
 
+# %% ../nbs/09_engine.ipynb #1088306d
 @patch
 def _stop(self: LLMEngine, req: Request, reason: str):
     "End every choice of `req` still queued or running, with `reason`."
@@ -269,10 +293,16 @@ def _stop(self: LLMEngine, req: Request, reason: str):
         if c.seq.status == RUNNING or c.seq in self.scheduler.waiting: self.scheduler.finish(c.seq, reason)
         else: c.seq.status, c.seq.finish_reason = FINISHED, reason            # a choice not queued yet
 
+# %% ../nbs/09_engine.ipynb #33cc5869
 @patch
-def has_unfinished_requests(self: LLMEngine) -> bool:
-    "Are there requests whose final output has not been returned by `step` yet?"
-    return bool(self.requests)
+def abort_request(self: LLMEngine, request_id):
+    "Stop `request_id` (or each of a list) now and release its blocks; unknown ids are ignored."
+    for rid in request_id if isinstance(request_id, (list, tuple, set)) else [request_id]:
+        req = self.requests.pop(rid, None)
+        if req is None: continue
+        self._stop(req, 'abort')
+        for c in req.choices: del self._by_seq[c.seq.seq_id]
+        self._changed.pop(req, None)
 
 # %% ../nbs/09_engine.ipynb #328e31e3
 @patch
@@ -300,6 +330,7 @@ def _on_token(self: LLMEngine, req: Request, ch: Choice, tok: int, lp):
         self.scheduler.finish(s, reason)
         if req.finished: req.metrics.finish_time = now
 
+# %% ../nbs/09_engine.ipynb #a36ede93
 @patch
 def deliver(self: LLMEngine, seqs, tokens, logprobs):
     "Hand each sequence its step's tokens (a list each), in order, until its request stops."
@@ -329,20 +360,7 @@ def sample(self: LLMEngine, logits, seqs, drafts=None, out=None):
     eos = self.eos_token_ids
     return sample_logits(logits, params, prompts, outputs, keys, eos, self.generator, out, self.simple_sampler)
 
-# %% ../nbs/09_engine.ipynb #a06bd1b6
-class PlainStep:
-    "Schedule, pack, run, sample, update: one step at a time."
-    def step(self, engine, scheduled):
-        if not scheduled: raise RuntimeError("the scheduler could not schedule any sequence")
-        batch = engine.runner.pack(scheduled, engine.block_manager)
-        logits = engine.runner.run(batch)
-        engine.scheduler.update(scheduled)
-        out = engine.sample(logits, batch.samplers)
-        engine.deliver(batch.samplers, [[t] for t in out.token_ids], [[lp] for lp in out.logprobs])
-    def drain(self, engine): pass                      # nothing in flight
-    def reset(self): pass
-    def stats(self) -> dict: return {}
-
+# %% ../nbs/09_engine.ipynb #7a2e07fc
 @patch
 def step(self: LLMEngine) -> list:
     "Advance every running request by one step; the outputs it produced (increments, finished requests)."
@@ -351,6 +369,7 @@ def step(self: LLMEngine) -> list:
         except Exception as e: self._fail(e)
     return self._outputs()
 
+# %% ../nbs/09_engine.ipynb #dc87febb
 @patch
 def _fail(self: LLMEngine, e: Exception):
     "A step failed: every running request fails with it and releases its blocks; waiting ones stay queued."
@@ -364,6 +383,7 @@ def _fail(self: LLMEngine, e: Exception):
         self._stop(req, 'abort')
         self._changed[req] = None
 
+# %% ../nbs/09_engine.ipynb #816d07a2
 @patch
 def _outputs(self: LLMEngine) -> list:
     outs = []
@@ -376,6 +396,7 @@ def _outputs(self: LLMEngine) -> list:
     self._changed.clear()
     return outs
 
+# %% ../nbs/09_engine.ipynb #55af4411
 @patch
 def stats(self: LLMEngine) -> dict:
     "Counters since construction: preemptions, the prefix cache's hit rate, and the step strategy's own."

@@ -8,6 +8,7 @@ import math
 import numbers
 from dataclasses import dataclass
 import torch
+from fastcore.basics import patch
 
 # %% auto #0
 __all__ = ['SamplingParams', 'apply_min_tokens', 'token_counts', 'apply_penalties', 'apply_top_k_top_p', 'apply_min_p',
@@ -30,6 +31,7 @@ def _real(name, v, lo, hi, lo_open=False, hi_open=False) -> float:
     if not ok: raise ValueError(f"{name} must be in {iv}, got {v!r}")
     return v
 
+# %% ../nbs/07_sampling.ipynb #8c9d6e8b
 def _int(name, v, ok, allowed) -> int:
     "`v` as an int, or ValueError unless it is an integer for which `ok(v)` holds."
     if isinstance(v, bool) or not isinstance(v, numbers.Integral) or not ok(int(v)):
@@ -91,8 +93,9 @@ class SamplingParams:
             self.logprobs = _int('logprobs', self.logprobs, lambda v: v >= 0, "None or an int >= 0")
         self.skip_special_tokens = _bool('skip_special_tokens', self.skip_special_tokens)
 
-    @property
-    def greedy(self) -> bool: return self.temperature < _SAMPLING_EPS
+# %% ../nbs/07_sampling.ipynb #384ac61e
+@patch(as_prop=True)
+def greedy(self: SamplingParams) -> bool: return self.temperature < _SAMPLING_EPS
 
 # %% ../nbs/07_sampling.ipynb #ffab75b4
 def apply_min_tokens(logits, params, output_ids, eos_token_ids=()):
@@ -119,6 +122,7 @@ def token_counts(seqs, vocab_size: int, device=None):
         counts.scatter_add_(1, ids.to(device), torch.ones(B, L, device=device))
     return counts[:, :vocab_size]
 
+# %% ../nbs/07_sampling.ipynb #929a82f9
 def apply_penalties(logits, prompt_counts, output_counts, repetition, presence, frequency):
     "Repetition penalty over prompt+output tokens, presence/frequency over output tokens; per-row `[B]` parameters."
     seen = (prompt_counts > 0) | (output_counts > 0)                                       # [B, V]
@@ -183,11 +187,13 @@ def _mix32(x):
     x = _mul32(x, 0x846CA68B)
     return x ^ (x >> 16)
 
+# %% ../nbs/07_sampling.ipynb #2f8c3fdd
 def sample_key(seed: int, position: int) -> int:
     "The 32-bit key of the random numbers that choose the token at `position` of a request seeded with `seed`."
     s = seed % 2**64
     return _mix32(_mix32(_mix32(s & _M32) ^ (s >> 32)) ^ position)
 
+# %% ../nbs/07_sampling.ipynb #b08c7931
 def keyed_exponential(keys, vocab_size: int, device=None):
     "`[len(keys), vocab_size]` Exp(1) variates; row r is a function of `keys[r]` alone (a list or an int64 tensor)."
     k = (keys if torch.is_tensor(keys) else torch.tensor(keys, dtype=torch.int64, device=device))[:, None]   # [R, 1]
@@ -196,6 +202,7 @@ def keyed_exponential(keys, vocab_size: int, device=None):
     u = ((_mix32(k ^ j) >> 8).float() + 0.5) * 2.0 ** -24                             # [R, V] in (0, 1)
     return -torch.log(u)
 
+# %% ../nbs/07_sampling.ipynb #b2cd48f5
 def random_sample(probs, keys, generator=None):
     "One token per row of `probs` `[B, V]` by exponential race; row i's noise is keyed by `keys[i]`, or shared (None)."
     B, V = probs.shape
@@ -215,6 +222,7 @@ class SamplerOutput:
     @property
     def token_ids(self) -> list: return self.tokens.tolist()
 
+# %% ../nbs/07_sampling.ipynb #17ccd5f9
 def compute_logprobs(logits, params, tokens):
     "Per row: None, or (sampled token's logprob, top-`logprobs` dict), from the raw `logits` `[B, V]`."
     out = [None] * len(params)
@@ -241,6 +249,7 @@ def plain_greedy(p, out) -> bool:
     "A simple greedy row: the argmax of its raw logits."
     return p.greedy and simple(p, out)
 
+# %% ../nbs/07_sampling.ipynb #788ca4c6
 def row_params(params, keys, device) -> torch.Tensor:
     "`[5, B]` float64 on `device`: temperature (0: greedy), top_k, top_p, min_p, key (-1: none); no host sync."
     t = torch.tensor([[0.0 if p.greedy else p.temperature for p in params], [p.top_k for p in params],
@@ -249,6 +258,7 @@ def row_params(params, keys, device) -> torch.Tensor:
     if torch.device(device).type == 'cuda': t = t.pin_memory()                     # an asynchronous copy
     return t.to(device, non_blocking=True)
 
+# %% ../nbs/07_sampling.ipynb #6ecea653
 def sample_simple(logits, params, keys, generator=None, out=None):
     "Tokens `[B]` of simple rows: per-row parameters go to the device in one copy and nothing waits for the device."
     B, V = logits.shape
@@ -265,6 +275,7 @@ def sample_simple(logits, params, keys, generator=None, out=None):
     tokens = (x.softmax(-1) / q.clamp_min_(torch.finfo(q.dtype).tiny)).argmax(-1)
     return torch.where(greedy, logits.argmax(-1), tokens, out=out)
 
+# %% ../nbs/07_sampling.ipynb #dd6570e9
 def sample(logits,             # `[B, V]` raw logits, one row per token to choose
            params,             # B `SamplingParams`
            prompt_ids,         # B prompts (for the repetition penalty)
