@@ -8,26 +8,31 @@ import argparse, inspect, json, os, platform, statistics, subprocess, sys, tempf
 from pathlib import Path
 import torch
 from fastcore.imports import in_ipython
+import minillm
 from .loading import PRESETS, random_checkpoint
-from .workloads import (WORKLOADS, batch_workload, mixed_workload, prefix_workload, nanovllm_workload, workload_label, request_lengths,
-                               make_requests, model_config, weight_bytes, kv_bytes_per_token, floor_seconds, measure_bandwidth)
+from .workloads import (WORKLOADS, batch_workload, mixed_workload, prefix_workload, nanovllm_workload,
+                               workload_label, request_lengths, make_requests, model_config, weight_bytes,
+                               kv_bytes_per_token, floor_seconds, measure_bandwidth)
 
 # %% auto #0
 __all__ = ['PEERS', 'DTYPE_BYTES', 'NO_CUDA', 'RESULTS', 'supports', 'resolve_model', 'worker', 'build_specs', 'summarize',
            'run_suite', 'print_table', 'plot', 'add_arguments', 'run', 'main']
 
-# %% ../nbs/16_benchmarks.ipynb #3e292947
+# %% ../nbs/16_benchmarks.ipynb #13a47d6d
 PEERS = ('minillm', 'minillm-ngram', 'minillm-int8', 'hf-eager', 'hf-compile', 'hf-batch')
 DTYPE_BYTES = {'float32': 4, 'bfloat16': 2, 'float16': 2}
 NO_CUDA = "benchmarks need a CUDA GPU, and torch.cuda.is_available() is False on this machine"
 
+# %% ../nbs/16_benchmarks.ipynb #2692f0d2
 def _sync(device):
     if torch.device(device).type == 'cuda': torch.cuda.synchronize()
 
+# %% ../nbs/16_benchmarks.ipynb #7aee02ea
 def _timed(device, fn):
     _sync(device); t0 = time.perf_counter(); out = fn(); _sync(device)
     return time.perf_counter() - t0, out
 
+# %% ../nbs/16_benchmarks.ipynb #82018ae8
 def _minillm(ckpt, device, dtype, **engine_kw):
     from minillm import LLM, SamplingParams
     llm = LLM(str(ckpt), dtype=str(dtype).split('.')[-1], device=device, **engine_kw)
@@ -37,16 +42,19 @@ def _minillm(ckpt, device, dtype, **engine_kw):
         if any(o.error for o in outs): raise RuntimeError(next(o.error for o in outs if o.error))
         info = dict(cached_tokens=sum(o.metrics.num_cached_tokens for o in outs))
         if 'draft_acceptance_rate' in llm.last_run:
-            info.update(drafts_proposed=llm.last_run['drafts_proposed'], draft_acceptance=llm.last_run['draft_acceptance_rate'])
+            info.update(drafts_proposed=llm.last_run['drafts_proposed'],
+                        draft_acceptance=llm.last_run['draft_acceptance_rate'])
         return dt, [o.outputs[0].token_ids for o in outs], info
     return gen
 
+# %% ../nbs/16_benchmarks.ipynb #0888e7f9
 def _hf_model(ckpt, device, dtype):
     from transformers import AutoModelForCausalLM
     from transformers.utils import logging as hf_logging
     hf_logging.disable_progress_bar(); hf_logging.set_verbosity_error()
     return AutoModelForCausalLM.from_pretrained(ckpt, dtype=dtype).to(device).eval()
 
+# %% ../nbs/16_benchmarks.ipynb #8ecd3a69
 def _hf_generate(ckpt, device, dtype, compile=False):
     model = _hf_model(ckpt, device, dtype)
     if compile:
@@ -54,25 +62,32 @@ def _hf_generate(ckpt, device, dtype, compile=False):
         model.generation_config.cache_implementation = 'static'            # decode steps compiled by generate itself
         model.generation_config.compile_config = CompileConfig(mode='reduce-overhead')
     def gen(prompts, max_tokens):
-        if len(set(max_tokens)) > 1: raise ValueError("transformers generate takes one max_new_tokens per batch; this workload has per-request output lengths")
+        if len(set(max_tokens)) > 1:
+            raise ValueError("transformers generate takes one max_new_tokens per batch; "
+                             "this workload has per-request output lengths")
         L, n = max(map(len, prompts)), max_tokens[0]
         ids = torch.zeros(len(prompts), L, dtype=torch.long); mask = torch.zeros_like(ids)
-        for i, p in enumerate(prompts): ids[i, L - len(p):], mask[i, L - len(p):] = torch.tensor(p), 1   # left padding
+        for i, p in enumerate(prompts):
+            ids[i, L - len(p):], mask[i, L - len(p):] = torch.tensor(p), 1   # left padding
         ids, mask = ids.to(device), mask.to(device)
-        dt, out = _timed(device, lambda: model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=n, min_new_tokens=n,
-                                                        do_sample=False, temperature=None, top_p=None, top_k=None, pad_token_id=0))
+        dt, out = _timed(device, lambda: model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=n,
+                                                        min_new_tokens=n, do_sample=False, temperature=None,
+                                                        top_p=None, top_k=None, pad_token_id=0))
         return dt, out[:, L:].tolist(), None
     return gen
 
+# %% ../nbs/16_benchmarks.ipynb #ca367add
 def _hf_batch(ckpt, device, dtype):
     from transformers import GenerationConfig
     model, shape = _hf_model(ckpt, device, dtype), [None]
     gcfg = GenerationConfig(do_sample=False, eos_token_id=-1, pad_token_id=0, max_new_tokens=1)   # eos -1: never stop early
     cm = model.continuous_batching_context_manager
-    kw = {k: v for k, v in dict(persistent_manager=True, block=True, timeout=30).items() if k in inspect.signature(cm).parameters}
+    kw = {k: v for k, v in dict(persistent_manager=True, block=True, timeout=30).items()
+          if k in inspect.signature(cm).parameters}
     def gen(prompts, max_tokens):
         if shape[0] != (len(prompts), max(map(len, prompts)), max(max_tokens)):    # a kept manager is sized for its workload
-            if hasattr(model, 'destroy_cached_continuous_batching_manager'): model.destroy_cached_continuous_batching_manager()
+            if hasattr(model, 'destroy_cached_continuous_batching_manager'):
+                model.destroy_cached_continuous_batching_manager()
             shape[0] = (len(prompts), max(map(len, prompts)), max(max_tokens))
         with cm(generation_config=gcfg, **kw) as m:
             def run():
@@ -80,13 +95,16 @@ def _hf_batch(ckpt, device, dtype):
                 while len(got) < len(ids):
                     r = m.get_result(timeout=1)
                     if r is None and not m.is_running(): raise RuntimeError("the continuous batching loop stopped")
-                    if r is not None and (r.is_finished() if hasattr(r, 'is_finished') else r.status.name in ('FINISHED', 'FAILED')): got[r.request_id] = r
+                    if r is not None and (r.is_finished() if hasattr(r, 'is_finished')
+                                          else r.status.name in ('FINISHED', 'FAILED')):
+                        got[r.request_id] = r
                 return [got[i] for i in ids]
             dt, res = _timed(device, run)
         if any(r.error for r in res): raise RuntimeError(next(r.error for r in res if r.error))
         return dt, [list(r.generated_tokens) for r in res], None
     return gen
 
+# %% ../nbs/16_benchmarks.ipynb #ec77fec7
 _SETUP = {'minillm': _minillm,
           'minillm-ngram': lambda *a: _minillm(*a, speculative_tokens=3),
           'minillm-int8': lambda *a: _minillm(*a, quantization='int8'),
@@ -94,23 +112,27 @@ _SETUP = {'minillm': _minillm,
           'hf-compile': lambda *a: _hf_generate(*a, compile=True),
           'hf-batch': _hf_batch}
 
+# %% ../nbs/16_benchmarks.ipynb #f7bb5e23
 def supports(peer: str, spec: dict) -> bool:
     "Can `peer` run `spec`? (`generate` needs one output length per batch; transformers peers run greedy only.)"
     if peer.startswith('hf') and spec.get('temperature'): return False
     return peer not in ('hf-eager', 'hf-compile') or len(set(request_lengths(spec)[1])) == 1
 
-# %% ../nbs/16_benchmarks.ipynb #de39fa9e
+# %% ../nbs/16_benchmarks.ipynb #ab2ae2c0
 def resolve_model(name, device='cpu') -> Path:
     "The checkpoint directory of a preset (built on first use) or of a directory."
     model_config(name)
     return random_checkpoint(**PRESETS[name], dtype=torch.bfloat16, device=device) if name in PRESETS else Path(name)
 
+# %% ../nbs/16_benchmarks.ipynb #051aac31
 def _env(device):
     try: import transformers; tv = transformers.__version__
     except ImportError: tv = None
-    dev = torch.cuda.get_device_name(torch.device(device)) if torch.device(device).type == 'cuda' else platform.processor() or 'cpu'
+    dev = (torch.cuda.get_device_name(torch.device(device)) if torch.device(device).type == 'cuda'
+           else platform.processor() or 'cpu')
     return dict(python=platform.python_version(), torch=torch.__version__, transformers=tv, device=dev)
 
+# %% ../nbs/16_benchmarks.ipynb #dc65c7d2
 def _measure(gen, spec, repeats, phases):
     times, info = {ph: [] for ph in phases}, {}
     for v in range(repeats + 1):                                        # variant 0 is the warm-up
@@ -119,44 +141,52 @@ def _measure(gen, spec, repeats, phases):
             t = spec.get('temperature')
             dt, outs, info[ph] = gen(prompts, max_tokens, **({'temperature': t} if t else {}))
             got = [len(o) for o in outs]
-            if got != max_tokens: raise RuntimeError(f"generated {sum(got)} tokens where {sum(max_tokens)} were requested")
+            if got != max_tokens:
+                raise RuntimeError(f"generated {sum(got)} tokens where {sum(max_tokens)} were requested")
             if v: times[ph].append(dt)
     n = sum(max_tokens)
     return [dict(phase=ph, requests=len(prompts), prompt_tokens=sum(map(len, prompts)), output_tokens=n, times=t,
-                 seconds=statistics.median(t), tok_s=n / statistics.median(t), **(info[ph] or {})) for ph, t in times.items()]
+                 seconds=statistics.median(t), tok_s=n / statistics.median(t), **(info[ph] or {}))
+            for ph, t in times.items()]
 
+# %% ../nbs/16_benchmarks.ipynb #fe496dfa
 def worker(peer: str, model, specs: list, repeats: int = 3, device='cuda', dtype='bfloat16', out=None) -> dict:
     "Run `peer` on `model` in this process for each workload in `specs`; the results (also written to `out`)."
     if peer not in PEERS: raise ValueError(f"unknown peer {peer!r}; choose from {', '.join(PEERS)}")
-    if dtype not in DTYPE_BYTES: raise ValueError(f"dtype {dtype!r} is not supported; choose from {', '.join(DTYPE_BYTES)}")
+    if dtype not in DTYPE_BYTES:
+        raise ValueError(f"dtype {dtype!r} is not supported; choose from {', '.join(DTYPE_BYTES)}")
     ckpt = resolve_model(model, device)
     if torch.device(device).type == 'cuda': torch.cuda.empty_cache()    # building a checkpoint leaves memory cached
     gen = _SETUP[peer](ckpt, device, getattr(torch, dtype))
     res = dict(peer=peer, model=str(model), env=_env(device), results=[])
     for i, spec in enumerate(specs):
-        phases = ('cold', 'warm') if spec['kind'] == 'prefix' and peer.startswith('minillm') else ('cold',) if spec['kind'] == 'prefix' else (None,)
+        phases = (('cold', 'warm') if spec['kind'] == 'prefix' and peer.startswith('minillm')
+                  else ('cold',) if spec['kind'] == 'prefix' else (None,))
         try: got = _measure(gen, spec, repeats, phases)
         except Exception as e: got = [dict(error=f"{type(e).__name__}: {e}")]
         res['results'] += [dict(index=i, label=workload_label(spec), spec=spec, **g) for g in got]
         if out: Path(out).write_text(json.dumps(res))
     return res
 
-# %% ../nbs/16_benchmarks.ipynb #5de8119a
-import minillm
+# %% ../nbs/16_benchmarks.ipynb #72576388
 _ROOT = Path(minillm.__file__).resolve().parent.parent           # the repository, when minillm runs from one
 RESULTS = (_ROOT if (_ROOT/'settings.ini').exists() else Path.cwd())/'benchmarks'/'results'
 
+# %% ../nbs/16_benchmarks.ipynb #16ce30bd
 def _launch(args: list, timeout=None) -> tuple:
     "Run `python -m minillm.bench ARGS --out F` in a new process: (its JSON or {}, an error message or None)."
     with tempfile.TemporaryDirectory() as d:
         f, err = Path(d)/'out.json', None
         env = {**os.environ, 'PYTHONPATH': os.pathsep.join(filter(None, [str(_ROOT), os.environ.get('PYTHONPATH')]))}
         try:
-            p = subprocess.run([sys.executable, '-m', 'minillm.bench', *map(str, args), '--out', str(f)], capture_output=True, text=True, timeout=timeout, env=env)
-            if p.returncode: err = f"worker exited with code {p.returncode}: " + ((p.stderr.strip().splitlines() or [''])[-1])[-300:]
+            p = subprocess.run([sys.executable, '-m', 'minillm.bench', *map(str, args), '--out', str(f)],
+                               capture_output=True, text=True, timeout=timeout, env=env)
+            if p.returncode:
+                err = f"worker exited with code {p.returncode}: " + ((p.stderr.strip().splitlines() or [''])[-1])[-300:]
         except subprocess.TimeoutExpired: err = f"worker killed after {timeout} s"
         return (json.loads(f.read_text()) if f.exists() else {}), err
 
+# %% ../nbs/16_benchmarks.ipynb #b7c58aa3
 def build_specs(workloads, batch_sizes=(1, 8, 32, 64), mixed_requests=256, prefix_requests=32) -> list:
     "Workload dicts from names ('batch', 'mixed', 'prefix', 'all') or dicts."
     specs = []
@@ -170,12 +200,14 @@ def build_specs(workloads, batch_sizes=(1, 8, 32, 64), mixed_requests=256, prefi
         else: raise ValueError(f"unknown workload {w!r}; choose from {', '.join(WORKLOADS)}, all")
     return specs
 
+# %% ../nbs/16_benchmarks.ipynb #92eed43e
 def summarize(rows: list, bandwidth=None, dtype='bfloat16') -> list:
     "Add floor time, % of floor, ms per step and the ratios to the other peers (same model, workload, phase)."
     key = lambda r: (r['model'], r['label'], r.get('phase'))
     for r in rows:
         if not r.get('tok_s'): continue
-        r['ratios'] = {o['peer']: r['tok_s'] / o['tok_s'] for o in rows if o is not r and o.get('tok_s') and key(o) == key(r)}
+        r['ratios'] = {o['peer']: r['tok_s'] / o['tok_s'] for o in rows
+                       if o is not r and o.get('tok_s') and key(o) == key(r)}
         P, N = request_lengths(r['spec'])
         r['ms_per_step'] = 1e3 * r['seconds'] / max(N)
         if bandwidth:
@@ -186,6 +218,7 @@ def summarize(rows: list, bandwidth=None, dtype='bfloat16') -> list:
             r['floor_pct'], r['bandwidth'] = 100 * r['floor_s'] / r['seconds'], bandwidth
     return rows
 
+# %% ../nbs/16_benchmarks.ipynb #f301b70a
 def _commit() -> str:
     "The commit measured: `MINILLM_COMMIT` if set (a copy of the tree without git), else git's HEAD, else ''."
     if os.environ.get('MINILLM_COMMIT'): return os.environ['MINILLM_COMMIT']
@@ -193,17 +226,21 @@ def _commit() -> str:
                                capture_output=True, text=True).stdout.strip()
     except OSError: return ''                                          # no git
 
-def run_suite(presets=('qwen3-0.6b',), workloads=('batch',), peers=PEERS, batch_sizes=(1, 8, 32, 64), repeats=3, name=None, out=None,
-              device='cuda', dtype='bfloat16', mixed_requests=256, prefix_requests=32, bandwidth=None, bandwidth_gib=4.0,
-              timeout=None, verbose=True) -> list:
+# %% ../nbs/16_benchmarks.ipynb #4f2b9dd8
+def run_suite(presets=('qwen3-0.6b',), workloads=('batch',), peers=PEERS, batch_sizes=(1, 8, 32, 64), repeats=3,
+              name=None, out=None, device='cuda', dtype='bfloat16', mixed_requests=256, prefix_requests=32,
+              bandwidth=None, bandwidth_gib=4.0, timeout=None, verbose=True) -> list:
     "Run each peer on each preset in its own process; floors, ratios; JSON to `out` (default RESULTS/<name>.json); the rows."
-    presets, peers = [presets] if isinstance(presets, str) else list(presets), [peers] if isinstance(peers, str) else list(peers)
+    presets, peers = ([presets] if isinstance(presets, str) else list(presets),
+                      [peers] if isinstance(peers, str) else list(peers))
     for p in presets: model_config(p)
     for p in peers:
         if p not in PEERS: raise ValueError(f"unknown peer {p!r}; choose from {', '.join(PEERS)}")
-    if dtype not in DTYPE_BYTES: raise ValueError(f"dtype {dtype!r} is not supported; choose from {', '.join(DTYPE_BYTES)}")
+    if dtype not in DTYPE_BYTES:
+        raise ValueError(f"dtype {dtype!r} is not supported; choose from {', '.join(DTYPE_BYTES)}")
     if not isinstance(repeats, int) or repeats < 1: raise ValueError(f"repeats must be an int >= 1, got {repeats!r}")
-    specs = build_specs([workloads] if isinstance(workloads, str) else workloads, batch_sizes, mixed_requests, prefix_requests)
+    specs = build_specs([workloads] if isinstance(workloads, str) else workloads, batch_sizes, mixed_requests,
+                        prefix_requests)
     if torch.device(device).type == 'cuda' and not torch.cuda.is_available(): raise RuntimeError(NO_CUDA)
     say = print if verbose else (lambda *a, **k: None)
     if bandwidth is None:
@@ -219,9 +256,11 @@ def run_suite(presets=('qwen3-0.6b',), workloads=('batch',), peers=PEERS, batch_
             res, err = _launch(['worker', '--peer', peer, '--model', model, '--device', device, '--dtype', dtype,
                                 '--repeats', repeats, '--specs', json.dumps(mine)], timeout)
             got = res.get('results', [])
-            got += [dict(index=i, label=workload_label(s), spec=s, error=err or 'no result') for i, s in enumerate(mine) if i not in {g['index'] for g in got}]
+            got += [dict(index=i, label=workload_label(s), spec=s, error=err or 'no result')
+                    for i, s in enumerate(mine) if i not in {g['index'] for g in got}]
             rows += [dict(model=model, peer=peer, env=res.get('env'), **g) for g in sorted(got, key=lambda g: g['index'])]
-            say(f"{peer:10} {Path(str(model)).name}: {len(mine)} workload(s) in {time.perf_counter() - t0:.0f} s" + (f"; {err}" if err else ''))
+            say(f"{peer:10} {Path(str(model)).name}: {len(mine)} workload(s) in {time.perf_counter() - t0:.0f} s"
+                + (f"; {err}" if err else ''))
     summarize(rows, bandwidth, dtype)
     out = Path(out) if out else RESULTS/f"{name or time.strftime('bench-%Y%m%d-%H%M%S')}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -229,9 +268,10 @@ def run_suite(presets=('qwen3-0.6b',), workloads=('batch',), peers=PEERS, batch_
                                    bandwidth=bandwidth, rows=rows), indent=1))
     return rows
 
-# %% ../nbs/16_benchmarks.ipynb #cd986d94
+# %% ../nbs/16_benchmarks.ipynb #6bfff8d3
 def _wl(r): return r['label'] + (f" {r['phase']}" if r.get('phase') else '')
 
+# %% ../nbs/16_benchmarks.ipynb #28e27b8e
 def print_table(rows: list):
     "Print tok/s, ms/step, % of floor and minillm's speed-up over each peer."
     hdr = f"{'model':16} {'workload':17} {'peer':10} {'tok/s':>9} {'ms/step':>8} {'floor%':>7} {'minillm x':>9}"
@@ -239,10 +279,12 @@ def print_table(rows: list):
     for r in rows:
         head = f"{Path(str(r['model'])).name[:16]:16} {_wl(r):17} {r['peer']:10}"
         if not r.get('tok_s'): print(f"{head} error: {str(r.get('error'))[:80]}"); continue
-        mine = 1.0 if r['peer'] == 'minillm' else (1 / r['ratios']['minillm'] if 'minillm' in r.get('ratios', {}) else None)
+        mine = (1.0 if r['peer'] == 'minillm'
+                else (1 / r['ratios']['minillm'] if 'minillm' in r.get('ratios', {}) else None))
         fl = f"{r['floor_pct']:6.1f}%" if r.get('floor_pct') is not None else f"{'-':>7}"
         print(f"{head} {r['tok_s']:9.0f} {r['ms_per_step']:8.2f} {fl} {(f'{mine:8.2f}x' if mine else '-'):>9}")
 
+# %% ../nbs/16_benchmarks.ipynb #390be510
 def plot(rows: list, path=None):
     "A bar chart of tok/s per workload and peer (log scale); None when matplotlib is not installed."
     try: import matplotlib.pyplot as plt
@@ -254,37 +296,47 @@ def plot(rows: list, path=None):
     for j, p in enumerate(peers):
         v = {(r['model'], _wl(r)): r['tok_s'] for r in ok if r['peer'] == p}
         ax.bar([i + j * w for i in range(len(groups))], [v.get(g, float('nan')) for g in groups], w, label=p)
-    ax.set_xticks([i + w * (len(peers) - 1) / 2 for i in range(len(groups))], [f"{m}\n{l}" for m, l in groups], fontsize=8)
+    ax.set_xticks([i + w * (len(peers) - 1) / 2 for i in range(len(groups))], [f"{m}\n{l}" for m, l in groups],
+                  fontsize=8)
     ax.set_yscale('log'); ax.set_ylabel('output tokens/s'); ax.legend(fontsize=8); fig.tight_layout()
     if path: fig.savefig(path)
     return fig
 
-# %% ../nbs/16_benchmarks.ipynb #492a4a95
+# %% ../nbs/16_benchmarks.ipynb #54a883c6
 def _names(allowed, what, extra=()):
     def parse(s):
         items = [x.strip() for x in str(s).split(',') if x.strip()]
         bad = [x for x in items if x not in allowed and x not in extra and not (what == 'preset' and Path(x).is_dir())]
-        if bad: raise argparse.ArgumentTypeError(f"unknown {what} {bad[0]!r}; choose from {', '.join([*allowed, *extra])}" + (" or a checkpoint directory" if what == 'preset' else ''))
+        if bad: raise argparse.ArgumentTypeError(f"unknown {what} {bad[0]!r}; choose from {', '.join([*allowed, *extra])}"
+                                                 + (" or a checkpoint directory" if what == 'preset' else ''))
         if not items: raise argparse.ArgumentTypeError(f"no {what} given")
         return items
     return parse
 
+# %% ../nbs/16_benchmarks.ipynb #bc9424d8
 def _positive(s):
     try: v = int(s)
     except ValueError: raise argparse.ArgumentTypeError(f"must be a positive integer, got {s!r}") from None
     if v < 1: raise argparse.ArgumentTypeError(f"must be a positive integer, got {v}")
     return v
 
+# %% ../nbs/16_benchmarks.ipynb #b5b61be2
 def _sizes(s): return [_positive(x) for x in str(s).split(',')]
 
+# %% ../nbs/16_benchmarks.ipynb #67bddf96
 def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     "Add the options of `minillm bench` to `parser`."
     a = parser.add_argument
-    a('--preset', type=_names(tuple(PRESETS), 'preset'), default=['qwen3-0.6b'], help=f"models, comma-separated: {', '.join(PRESETS)} or checkpoint directories (default: qwen3-0.6b)")
-    a('--workload', type=_names(WORKLOADS, 'workload', ('all',)), default=['batch'], help='batch, mixed, prefix, nanovllm (sampled and greedy) or all, comma-separated (default: batch)')
-    a('--batch-sizes', type=_sizes, default=[1, 8, 32, 64], help='batch sizes of the batch workload (default: 1,8,32,64)')
-    a('--peers', type=_names(PEERS, 'peer'), default=list(PEERS), help=f"comma-separated, of {', '.join(PEERS)} (default: all)")
-    a('--repeats', type=_positive, default=3, help='timed runs per workload after the warm-up; the median is reported (default: 3)')
+    a('--preset', type=_names(tuple(PRESETS), 'preset'), default=['qwen3-0.6b'],
+      help=f"models, comma-separated: {', '.join(PRESETS)} or checkpoint directories (default: qwen3-0.6b)")
+    a('--workload', type=_names(WORKLOADS, 'workload', ('all',)), default=['batch'],
+      help='batch, mixed, prefix, nanovllm (sampled and greedy) or all, comma-separated (default: batch)')
+    a('--batch-sizes', type=_sizes, default=[1, 8, 32, 64],
+      help='batch sizes of the batch workload (default: 1,8,32,64)')
+    a('--peers', type=_names(PEERS, 'peer'), default=list(PEERS),
+      help=f"comma-separated, of {', '.join(PEERS)} (default: all)")
+    a('--repeats', type=_positive, default=3,
+      help='timed runs per workload after the warm-up; the median is reported (default: 3)')
     a('--mixed-requests', type=_positive, default=256, help='requests of the mixed workload (default: 256)')
     a('--prefix-requests', type=_positive, default=32, help='requests of the prefix workload (default: 32)')
     a('--dtype', choices=('bfloat16', 'float16'), default='bfloat16', help='weights and activations (default: bfloat16)')
@@ -292,30 +344,36 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     a('--out', default=None, help='JSON file for the results (default: benchmarks/results/bench-<time>.json)')
     return parser
 
+# %% ../nbs/16_benchmarks.ipynb #1c870130
 def run(args) -> list:
     "Run the suite that parsed `args` describe and print its table; needs a CUDA GPU."
     if not torch.cuda.is_available(): raise RuntimeError(NO_CUDA)
-    rows = run_suite(args.preset, args.workload, args.peers, args.batch_sizes, args.repeats, out=args.out, dtype=args.dtype,
-                     mixed_requests=args.mixed_requests, prefix_requests=args.prefix_requests, timeout=args.timeout)
+    rows = run_suite(args.preset, args.workload, args.peers, args.batch_sizes, args.repeats, out=args.out,
+                     dtype=args.dtype, mixed_requests=args.mixed_requests, prefix_requests=args.prefix_requests,
+                     timeout=args.timeout)
     print_table(rows)
     return rows
 
+# %% ../nbs/16_benchmarks.ipynb #5a5b16da
 def _worker_main(argv):
     p = argparse.ArgumentParser(prog='python -m minillm.bench')
     p.add_argument('cmd', choices=('worker', 'bandwidth'))
-    for k, kw in [('--peer', {}), ('--model', {}), ('--device', dict(default='cuda')), ('--dtype', dict(default='bfloat16')),
-                  ('--repeats', dict(type=int, default=3)), ('--specs', dict(default='[]')), ('--gib', dict(type=float, default=4.0)), ('--out', dict(required=True))]:
+    for k, kw in [('--peer', {}), ('--model', {}), ('--device', dict(default='cuda')),
+                  ('--dtype', dict(default='bfloat16')), ('--repeats', dict(type=int, default=3)),
+                  ('--specs', dict(default='[]')), ('--gib', dict(type=float, default=4.0)), ('--out', dict(required=True))]:
         p.add_argument(k, **kw)
     a = p.parse_args(argv)
     if torch.device(a.device).type == 'cpu': os.environ.setdefault('TRITON_INTERPRET', '1')
     if a.cmd == 'bandwidth': Path(a.out).write_text(json.dumps(measure_bandwidth(a.device, a.gib)))
     else: worker(a.peer, a.model, json.loads(a.specs), a.repeats, a.device, a.dtype, out=a.out)
 
+# %% ../nbs/16_benchmarks.ipynb #c3d60723
 def main(argv=None):
     "`python -m minillm.bench [options]`, and the worker processes' entry point."
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] in (['worker'], ['bandwidth']): return _worker_main(argv)
-    args = add_arguments(argparse.ArgumentParser(prog='minillm bench', description='Throughput of minillm next to transformers.')).parse_args(argv)
+    args = add_arguments(argparse.ArgumentParser(
+        prog='minillm bench', description='Throughput of minillm next to transformers.')).parse_args(argv)
     try: run(args)
     except (RuntimeError, ValueError, OSError) as e:
         sys.stderr.write(f"minillm bench: error: {e}\n"); sys.exit(1)
