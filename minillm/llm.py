@@ -29,15 +29,18 @@ class LLM:
     def __enter__(self): return self
     def __exit__(self, *exc): self.close()
 
-    def close(self):
-        "Abort every request and release the model, KV cache and graphs now; the `LLM` is done."
-        with self._lock:
-            if self.engine is not None: self.engine.close()
-            self.engine = None
+# %% ../nbs/09a_llm.ipynb #889b5700
+@patch
+def close(self: LLM):
+    "Abort every request and release the model, KV cache and graphs now; the `LLM` is done."
+    with self._lock:
+        if self.engine is not None: self.engine.close()
+        self.engine = None
 
-    def _engine(self) -> LLMEngine:
-        if self.engine is None: raise RuntimeError("this LLM is closed")
-        return self.engine
+@patch
+def _engine(self: LLM) -> LLMEngine:
+    if self.engine is None: raise RuntimeError("this LLM is closed")
+    return self.engine
 
 # %% ../nbs/09a_llm.ipynb #34f64752
 def normalize_prompts(prompts, sampling_params):
@@ -61,6 +64,7 @@ def _error_output(rid, prompt, error) -> RequestOutput:
     comp, text = CompletionOutput(0, '', [], 'error'), prompt if isinstance(prompt, str) else None
     return RequestOutput(rid, text, [], [comp], True, error, RequestMetrics(time.perf_counter()))
 
+# %% ../nbs/09a_llm.ipynb #612cb942
 @patch
 def _submit(self: LLM, prompts, params, stream: bool) -> list:
     "Add each prompt to the engine: per prompt its request id and, if the engine refused it, its error."
@@ -73,6 +77,7 @@ def _submit(self: LLM, prompts, params, stream: bool) -> list:
             except (TypeError, ValueError) as e: out.append((rid, _error_output(rid, p, str(e))))
     return out
 
+# %% ../nbs/09a_llm.ipynb #6f2ddbe6
 @patch
 def _results(self: LLM, ids):
     "Yield the engine's outputs for requests `ids` until each has finished, stepping the engine as needed."
@@ -117,6 +122,7 @@ def generate(self: LLM, prompts, sampling_params=None, use_tqdm: bool = True) ->
     self.last_run = self._run_stats(results, time.perf_counter() - t0, stats0)
     return results
 
+# %% ../nbs/09a_llm.ipynb #197cf086
 @patch
 def _run_stats(self: LLM, results, seconds, stats0) -> dict:
     n_in = sum(len(r.prompt_token_ids) for r in results)
@@ -131,6 +137,7 @@ def _run_stats(self: LLM, results, seconds, stats0) -> dict:
         run.update(drafts_proposed=p, drafts_accepted=a, draft_acceptance_rate=a / p if p else 0.0)
     return run
 
+# %% ../nbs/09a_llm.ipynb #730787a6
 @patch
 def stream(self: LLM, prompts, sampling_params=None):
     "Yield `StreamOutput` increments as text arrives (text that could begin a stop string is held back)."

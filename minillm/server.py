@@ -27,6 +27,7 @@ def _wire(o) -> tuple:
     return (o.request_id, o.finished, o.error, timing,
             [(c.index, c.text, c.token_ids, c.logprobs, c.finish_reason) for c in o.outputs])
 
+# %% ../nbs/09b_server.ipynb #e7981bdb
 def _merge(a: tuple, b: tuple) -> tuple:
     "Wire output `a` followed by `b` (of the same request) as one: texts, ids and logprobs joined, `b`'s state."
     ch = {c[0]: c for c in a[4]}
@@ -35,12 +36,14 @@ def _merge(a: tuple, b: tuple) -> tuple:
         ch[i] = i, t0 + text, ids0 + ids, lps if lps0 is None else lps0 + (lps or []), reason
     return (*b[:4], [ch[i] for i in sorted(ch)])
 
+# %% ../nbs/09b_server.ipynb #3e5109b9
 def _add(engine, rid, prompt, params):
     "Add a streaming request; if the engine refuses it, the error (any other exception is a bug: its text only)."
     try: engine.add_request(rid, prompt, params, stream=True)
     except (ValueError, TypeError) as e: return e
     except Exception as e: return Exception(f"internal error: {e!r}")
 
+# %% ../nbs/09b_server.ipynb #5deec8c6
 def _engine_main(config: EngineConfig, conn):
     "The engine process: build the engine, then run the server's commands and step, until told to stop."
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -100,35 +103,42 @@ class EngineProcess:
         self.reader = threading.Thread(target=self._read, name='minillm-outputs', daemon=True)
         self.reader.start()
 
-    def _exitcode(self):
-        self.proc.join(timeout=10)
-        return self.proc.exitcode
+# %% ../nbs/09b_server.ipynb #39b1d174
+@patch
+def _exitcode(self: EngineProcess):
+    self.proc.join(timeout=10)
+    return self.proc.exitcode
 
-    def _send(self, msg):
-        with self.lock:
-            if self.stopped or self.stopping: raise RuntimeError("the server is shutting down")
-            try: self.conn.send(msg)
-            except OSError: raise RuntimeError("the engine process is gone") from None
+@patch
+def _send(self: EngineProcess, msg):
+    with self.lock:
+        if self.stopped or self.stopping: raise RuntimeError("the server is shutting down")
+        try: self.conn.send(msg)
+        except OSError: raise RuntimeError("the engine process is gone") from None
 
-    async def add(self, rid, prompt, params, q: asyncio.Queue):
-        "Add a streaming request whose outputs go to `q`; raises the engine's error if it refuses the request."
-        loop = asyncio.get_running_loop()
-        done = self.adding[rid] = loop.create_future()
-        self.queues[rid] = loop, q
-        try: self._send(('add', rid, prompt, params))
-        except RuntimeError:
-            self.adding.pop(rid, None)
-            self.queues.pop(rid, None)
-            raise
-        await done
+# %% ../nbs/09b_server.ipynb #33dd1935
+@patch
+async def add(self: EngineProcess, rid, prompt, params, q: asyncio.Queue):
+    "Add a streaming request whose outputs go to `q`; raises the engine's error if it refuses the request."
+    loop = asyncio.get_running_loop()
+    done = self.adding[rid] = loop.create_future()
+    self.queues[rid] = loop, q
+    try: self._send(('add', rid, prompt, params))
+    except RuntimeError:
+        self.adding.pop(rid, None)
+        self.queues.pop(rid, None)
+        raise
+    await done
 
-    def abort(self, rids):
-        "Abort requests (a client went away): their blocks are freed before the next step."
-        for r in rids: self.queues.pop(r, None)
-        try: self._send(('abort', list(rids)))
-        except RuntimeError: pass                          # stopped: nothing runs any more
+# %% ../nbs/09b_server.ipynb #eacc1b92
+@patch
+def abort(self: EngineProcess, rids):
+    "Abort requests (a client went away): their blocks are freed before the next step."
+    for r in rids: self.queues.pop(r, None)
+    try: self._send(('abort', list(rids)))
+    except RuntimeError: pass                          # stopped: nothing runs any more
 
-# %% ../nbs/09b_server.ipynb #9b000046
+# %% ../nbs/09b_server.ipynb #27f4c61f
 @patch
 def _read(self: EngineProcess):
     "The outputs thread: hand the engine's messages to the event loops until the engine process ends."
@@ -151,6 +161,7 @@ def _read(self: EngineProcess):
     for fut in list(self.adding.values()): fut.get_loop().call_soon_threadsafe(_settle, fut, RuntimeError(why))
     self._deliver([(r, RuntimeError(why), True) for r in list(self.queues)])
 
+# %% ../nbs/09b_server.ipynb #9b000046
 @patch
 def _deliver(self: EngineProcess, items, then=None):
     "Hand `(request id, output, last)` items to their queues, one call into each event loop; `then()` after that."
@@ -161,12 +172,21 @@ def _deliver(self: EngineProcess, items, then=None):
     for loop, qs in puts.items(): loop.call_soon_threadsafe(_put_all, qs)
     if then is not None: loop.call_soon_threadsafe(then) if puts else then()
 
+# %% ../nbs/09b_server.ipynb #573f15be
+def _put_all(qs):
+    for q, item in qs: q.put_nowait(item)
+
+def _settle(fut, err):
+    if not fut.done(): fut.set_result(None) if err is None else fut.set_exception(err)
+
+# %% ../nbs/09b_server.ipynb #260875e8
 @patch
 def _ready(self: EngineProcess):
     "Tell the engine that its last outputs reached the event loop: it may send the next (merged meanwhile)."
     try: self._send(('read',))
     except RuntimeError: pass                              # shutting down
 
+# %% ../nbs/09b_server.ipynb #69a5c47e
 @patch
 def stop(self: EngineProcess):
     "Stop the engine: requests still open end with an error. Returns once the engine process has exited."
@@ -177,12 +197,6 @@ def stop(self: EngineProcess):
             except OSError: pass
     self.reader.join(timeout=30)
     if self.proc.is_alive(): self.proc.kill()
-
-def _put_all(qs):
-    for q, item in qs: q.put_nowait(item)
-
-def _settle(fut, err):
-    if not fut.done(): fut.set_result(None) if err is None else fut.set_exception(err)
 
 # %% ../nbs/09b_server.ipynb #9b000010
 class APIError(Exception):
@@ -195,6 +209,7 @@ class APIError(Exception):
         kind = kind.get(self.status, 'InternalServerError')
         return {'error': {'message': self.message, 'type': kind, 'param': self.param, 'code': self.status}}
 
+# %% ../nbs/09b_server.ipynb #30a2aad8
 FIELDS = ('n', 'temperature', 'top_p', 'top_k', 'min_p', 'presence_penalty', 'frequency_penalty',
           'repetition_penalty', 'seed', 'stop', 'stop_token_ids', 'ignore_eos', 'min_tokens', 'skip_special_tokens')
 
@@ -211,12 +226,14 @@ def request_params(body: dict, chat: bool) -> dict:
         if body.get('logprobs') is not None: kw['logprobs'] = body['logprobs']
     return kw
 
+# %% ../nbs/09b_server.ipynb #aa8ed69d
 def make_params(kw: dict, prompt_len: int, max_model_len: int) -> SamplingParams:
     "`SamplingParams` for a prompt of `prompt_len` tokens; an open `max_tokens` takes the context that is left."
     kw = dict(kw, max_tokens=kw['max_tokens'] if kw['max_tokens'] is not None else max(1, max_model_len - prompt_len))
     try: return SamplingParams(**kw)
     except ValueError as e: raise APIError(str(e), str(e).split()[0]) from None
 
+# %% ../nbs/09b_server.ipynb #855a63f5
 def completion_prompts(body: dict) -> list:
     "The prompts of a completion request: strings or lists of token ids."
     p, ids = body.get('prompt'), lambda x: is_token_ids(x) and bool(x)
@@ -234,6 +251,7 @@ def completion_logprobs(tok, token_ids, lps, start: int = 0) -> dict:
     return dict(tokens=toks, token_logprobs=[lp[t] for t, lp in zip(token_ids, lps)],
                 top_logprobs=[{_tok(tok, k): v for k, v in lp.items()} for lp in lps], text_offset=offsets)
 
+# %% ../nbs/09b_server.ipynb #016daace
 def chat_logprobs(tok, token_ids, lps, top: int) -> dict:
     "Logprobs in the chat layout: per token its text, logprob, bytes and the `top` most likely."
     rec = lambda k, v: dict(token=_tok(tok, k), logprob=v, bytes=list(_tok(tok, k).encode()))
@@ -241,6 +259,7 @@ def chat_logprobs(tok, token_ids, lps, top: int) -> dict:
     return dict(content=[dict(rec(t, lp[t]), top_logprobs=[rec(k, v) for k, v in best(lp)])
                          for t, lp in zip(token_ids, lps)])
 
+# %% ../nbs/09b_server.ipynb #d735495c
 def usage(prompt_tokens: int, completion_tokens: int) -> dict:
     return dict(prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
                 total_tokens=prompt_tokens + completion_tokens)
@@ -266,9 +285,11 @@ class Metrics:
         self.ttft = hist('time_to_first_token', 'Time to first token')
         self.tpot = hist('time_per_output_token', 'Time per output token after the first')
 
-    def text(self) -> bytes:
-        from prometheus_client import generate_latest
-        return generate_latest(self.registry)
+# %% ../nbs/09b_server.ipynb #032b0d1b
+@patch
+def text(self: Metrics) -> bytes:
+    from prometheus_client import generate_latest
+    return generate_latest(self.registry)
 
 # %% ../nbs/09b_server.ipynb #9b000017
 class Server:
@@ -290,14 +311,18 @@ class Server:
         @app.post('/v1/chat/completions')
         async def chat(request: Request): return await self.complete(request, chat=True)
 
-    def _model_card(self) -> dict:
-        return dict(id=self.model_name, object='model', created=0, owned_by='minillm',
-                    max_model_len=self.engine.max_model_len)
+# %% ../nbs/09b_server.ipynb #f2a506b0
+@patch
+def _model_card(self: Server) -> dict:
+    return dict(id=self.model_name, object='model', created=0, owned_by='minillm',
+                max_model_len=self.engine.max_model_len)
 
-    @asynccontextmanager
-    async def _lifespan(self, app):
-        yield
-        await asyncio.to_thread(self.engine.stop)
+# %% ../nbs/09b_server.ipynb #07fb563f
+@patch
+@asynccontextmanager
+async def _lifespan(self: Server, app):
+    yield
+    await asyncio.to_thread(self.engine.stop)
 
 # %% ../nbs/09b_server.ipynb #9b000018
 async def _body(request) -> dict:
@@ -308,6 +333,7 @@ async def _body(request) -> dict:
         raise APIError(f"stream must be a bool, got {body['stream']!r}", 'stream')
     return body
 
+# %% ../nbs/09b_server.ipynb #ffcf8974
 @patch
 def _prompts(self: Server, body: dict, chat: bool) -> list:
     "The token ids of each prompt of a request."
@@ -319,6 +345,7 @@ def _prompts(self: Server, body: dict, chat: bool) -> list:
     else: texts = completion_prompts(body)
     return [tok.encode(t) if isinstance(t, str) else list(t) for t in texts]
 
+# %% ../nbs/09b_server.ipynb #4f90e707
 @patch
 async def complete(self: Server, request, chat: bool):
     "Serve a completion or chat completion request."
@@ -352,97 +379,73 @@ class _Call:
         self.prompt_tokens, self.completion_tokens, self.done = sum(map(len, prompts)), 0, set()
         self.offsets, self.ntok = {}, {}                   # choice -> characters of text, tokens so far
 
-    def _head(self, kind='') -> dict:
-        obj = ('chat.completion' if self.chat else 'text_completion') + kind
-        return dict(id=self.rid, object=obj, created=self.created, model=self.server.model_name)
+# %% ../nbs/09b_server.ipynb #056a9972
+@patch
+def _head(self: _Call, kind='') -> dict:
+    obj = ('chat.completion' if self.chat else 'text_completion') + kind
+    return dict(id=self.rid, object=obj, created=self.created, model=self.server.model_name)
 
-    def _choices(self, o, stream: bool) -> list:
-        "The API choices of an engine output (an increment, or the whole result when not streaming)."
-        rid, finished, _, timing, choices = o
-        out, j = [], self.rids[rid]
-        for index, text, ids, lps, reason in choices:
-            i = j * self.n + index
-            if lps is not None:
-                lps = (chat_logprobs(self.tok, ids, lps, self.top) if self.chat else
-                       completion_logprobs(self.tok, ids, lps, self.offsets.get(i, 0)))
-            self.offsets[i], self.ntok[i] = self.offsets.get(i, 0) + len(text), self.ntok.get(i, 0) + len(ids)
-            if not self.chat: body = dict(text=text)
-            elif stream: body = dict(delta=dict(content=text) if text or not reason else {})
-            else: body = dict(message=dict(role='assistant', content=text))
-            out.append(dict(index=i, **body, logprobs=lps, finish_reason=reason))
-        self._record(o, j)
-        return out
+# %% ../nbs/09b_server.ipynb #0f61bc9f
+@patch
+def _choices(self: _Call, o, stream: bool) -> list:
+    "The API choices of an engine output (an increment, or the whole result when not streaming)."
+    rid, finished, _, timing, choices = o
+    out, j = [], self.rids[rid]
+    for index, text, ids, lps, reason in choices:
+        i = j * self.n + index
+        if lps is not None:
+            lps = (chat_logprobs(self.tok, ids, lps, self.top) if self.chat else
+                   completion_logprobs(self.tok, ids, lps, self.offsets.get(i, 0)))
+        self.offsets[i], self.ntok[i] = self.offsets.get(i, 0) + len(text), self.ntok.get(i, 0) + len(ids)
+        if not self.chat: body = dict(text=text)
+        elif stream: body = dict(delta=dict(content=text) if text or not reason else {})
+        else: body = dict(message=dict(role='assistant', content=text))
+        out.append(dict(index=i, **body, logprobs=lps, finish_reason=reason))
+    self._record(o, j)
+    return out
 
-    def _record(self, o, j):
-        "Count tokens for `usage` and the metrics; time a finished engine request."
-        m, (_, _, _, timing, choices) = self.server.metrics, o
-        n = sum(len(ids) for _, _, ids, _, _ in choices)
-        self.completion_tokens += n
-        m.generated.inc(n)
-        for *_, reason in choices:
-            if reason: m.finished.labels(reason).inc()
-        if timing is None: return
-        (ttft, decode), longest = timing, max(self.ntok.get(j * self.n + k, 0) for k in range(self.n))
-        m.prompt.inc(len(self.prompts[j]))
-        m.ttft.observe(ttft)
-        if longest > 1: m.tpot.observe(decode / (longest - 1))
+# %% ../nbs/09b_server.ipynb #c98fde84
+@patch
+def _record(self: _Call, o, j):
+    "Count tokens for `usage` and the metrics; time a finished engine request."
+    m, (_, _, _, timing, choices) = self.server.metrics, o
+    n = sum(len(ids) for _, _, ids, _, _ in choices)
+    self.completion_tokens += n
+    m.generated.inc(n)
+    for *_, reason in choices:
+        if reason: m.finished.labels(reason).inc()
+    if timing is None: return
+    (ttft, decode), longest = timing, max(self.ntok.get(j * self.n + k, 0) for k in range(self.n))
+    m.prompt.inc(len(self.prompts[j]))
+    m.ttft.observe(ttft)
+    if longest > 1: m.tpot.observe(decode / (longest - 1))
 
-    async def _next(self, request=None):
-        "The next engine output; None if the client went away (checked every half second when `request`)."
-        while True:
-            try: item = await asyncio.wait_for(self.q.get(), 0.5) if request is not None else await self.q.get()
-            except asyncio.TimeoutError:
-                if await request.is_disconnected(): return None
-                continue
-            return self._take(item)
+# %% ../nbs/09b_server.ipynb #73a16f3d
+@patch
+async def _next(self: _Call, request=None):
+    "The next engine output; None if the client went away (checked every half second when `request`)."
+    while True:
+        try: item = await asyncio.wait_for(self.q.get(), 0.5) if request is not None else await self.q.get()
+        except asyncio.TimeoutError:
+            if await request.is_disconnected(): return None
+            continue
+        return self._take(item)
 
-    def _take(self, item):
-        if isinstance(item, Exception): raise APIError(str(item), status=500)
-        if item[2]: raise APIError(item[2], status=500)
-        if item[1]: self.done.add(item[0])
-        return item
+# %% ../nbs/09b_server.ipynb #6b317a2e
+@patch
+def _take(self: _Call, item):
+    if isinstance(item, Exception): raise APIError(str(item), status=500)
+    if item[2]: raise APIError(item[2], status=500)
+    if item[1]: self.done.add(item[0])
+    return item
 
-    def _abort_rest(self):
-        rest = [r for r in self.rids if r not in self.done]
-        if rest: self.server.engine.abort(rest)
+# %% ../nbs/09b_server.ipynb #c790717e
+@patch
+def _abort_rest(self: _Call):
+    rest = [r for r in self.rids if r not in self.done]
+    if rest: self.server.engine.abort(rest)
 
-    async def result(self, request) -> dict:
-        "The whole response, once every choice has finished."
-        acc = {}
-        try:
-            while len(self.done) < len(self.rids):
-                o = await self._next(request)
-                if o is None: return {}                        # the client is gone: nobody reads this
-                for ch in self._choices(o, stream=False):
-                    a = acc.setdefault(ch['index'], ch)
-                    if a is not ch: _join(a, ch, self.chat)
-        finally: self._abort_rest()
-        choices = [acc[i] for i in sorted(acc)]
-        return dict(self._head(), choices=choices, usage=usage(self.prompt_tokens, self.completion_tokens))
-
-    async def events(self, usage_too: bool):
-        "Server-sent events: one per increment, a usage event if asked, then [DONE]."
-        head = self._head('.chunk' if self.chat else '')
-        try:
-            if self.chat:
-                first = [dict(index=i, delta=dict(role='assistant', content=''), logprobs=None, finish_reason=None)
-                         for i in range(len(self.rids) * self.n)]
-                yield sse(dict(head, choices=first))
-            while len(self.done) < len(self.rids):
-                try:                                           # the next output, and any queued behind it
-                    outs = [await self._next()]
-                    while not self.q.empty(): outs.append(self._take(self.q.get_nowait()))
-                except APIError as e:
-                    yield sse(e.body())
-                    break
-                merged = {}                                    # one event per engine request
-                for o in outs: merged[o[0]] = _merge(merged[o[0]], o) if o[0] in merged else o
-                yield ''.join(sse(dict(head, choices=self._choices(o, stream=True))) for o in merged.values())
-            else:
-                if usage_too: yield sse(dict(head, choices=[], usage=usage(self.prompt_tokens, self.completion_tokens)))
-            yield sse('[DONE]')
-        finally: self._abort_rest()
-
+# %% ../nbs/09b_server.ipynb #b0818b38
 def _join(a: dict, b: dict, chat: bool):
     "Append increment `b` to choice `a` of a response being collected."
     if chat: a['message']['content'] += b['message']['content']
@@ -450,6 +453,47 @@ def _join(a: dict, b: dict, chat: bool):
     if b['logprobs'] is not None:
         for k, v in b['logprobs'].items(): a['logprobs'][k] += v
     a['finish_reason'] = b['finish_reason']
+
+# %% ../nbs/09b_server.ipynb #7e67f7b6
+@patch
+async def result(self: _Call, request) -> dict:
+    "The whole response, once every choice has finished."
+    acc = {}
+    try:
+        while len(self.done) < len(self.rids):
+            o = await self._next(request)
+            if o is None: return {}                        # the client is gone: nobody reads this
+            for ch in self._choices(o, stream=False):
+                a = acc.setdefault(ch['index'], ch)
+                if a is not ch: _join(a, ch, self.chat)
+    finally: self._abort_rest()
+    choices = [acc[i] for i in sorted(acc)]
+    return dict(self._head(), choices=choices, usage=usage(self.prompt_tokens, self.completion_tokens))
+
+# %% ../nbs/09b_server.ipynb #57152b8d
+@patch
+async def events(self: _Call, usage_too: bool):
+    "Server-sent events: one per increment, a usage event if asked, then [DONE]."
+    head = self._head('.chunk' if self.chat else '')
+    try:
+        if self.chat:
+            first = [dict(index=i, delta=dict(role='assistant', content=''), logprobs=None, finish_reason=None)
+                     for i in range(len(self.rids) * self.n)]
+            yield sse(dict(head, choices=first))
+        while len(self.done) < len(self.rids):
+            try:                                           # the next output, and any queued behind it
+                outs = [await self._next()]
+                while not self.q.empty(): outs.append(self._take(self.q.get_nowait()))
+            except APIError as e:
+                yield sse(e.body())
+                break
+            merged = {}                                    # one event per engine request
+            for o in outs: merged[o[0]] = _merge(merged[o[0]], o) if o[0] in merged else o
+            yield ''.join(sse(dict(head, choices=self._choices(o, stream=True))) for o in merged.values())
+        else:
+            if usage_too: yield sse(dict(head, choices=[], usage=usage(self.prompt_tokens, self.completion_tokens)))
+        yield sse('[DONE]')
+    finally: self._abort_rest()
 
 # %% ../nbs/09b_server.ipynb #9b000022
 class _Uvicorn(uvicorn.Server):
@@ -463,6 +507,7 @@ class _Uvicorn(uvicorn.Server):
         if self.stop_engine.ident is None: self.stop_engine.start()
         super().handle_exit(sig, frame)
 
+# %% ../nbs/09b_server.ipynb #36591cbe
 def serve(config: EngineConfig, host: str = '127.0.0.1', port: int = 8000, model_name: str | None = None,
           grace: float = 3.0):
     "Serve `config`'s model with the OpenAI API at http://host:port/v1 until interrupted."
@@ -494,6 +539,7 @@ def server_process(*args: str, port: int = 8000, timeout: float = 600):
         except subprocess.TimeoutExpired: p.kill()
         log.close()
 
+# %% ../nbs/09b_server.ipynb #36ae8439
 def _healthy(url: str) -> bool:
     try: return urllib.request.urlopen(f'{url}/health', timeout=1).status == 200
     except OSError: return False
