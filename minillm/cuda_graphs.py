@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 import torch
 from fastcore.basics import patch
-from .sampling import simple
+from .sampling import on_device, penalised
 from .scheduler import FINISHED
 from .engine import PLUGINS, PlainStep
 
@@ -88,7 +88,7 @@ def replay(self: GraphBank, batch, forward):
 
 # %% ../nbs/11_cuda_graphs.ipynb #ge000004
 class OverlapStep(PlainStep):
-    "Launch a step of simple rows before reading the tokens of the one in flight."
+    "Launch a step whose rows the device can choose alone before reading the tokens of the one in flight."
     def __init__(self, runner):
         n, cuda = runner.sampled.shape[0], runner.device.type == 'cuda'
         self.host = torch.zeros(2, n, dtype=torch.long, device='cpu', pin_memory=cuda)   # tokens of two steps
@@ -96,9 +96,9 @@ class OverlapStep(PlainStep):
         self.turn, self.inflight, self.launched = 0, None, 0          # inflight: (sequences, turn)
 
     def overlappable(self, engine, scheduled) -> bool:
-        "With `config.overlap`: does each sequence decode (input maybe in flight) or run known tokens, all rows simple?"
+        "With `config.overlap`: does each sequence decode (input maybe in flight) or run known tokens, each row on the device?"
         known = all(not s.pending or (n == 1 and s.num_computed + 1 == s.num_tokens) for s, n in scheduled)
-        rows = all(simple(s.params, s.output_ids) for s, _ in scheduled)
+        rows = all(on_device(s.params, s.output_ids) for s, _ in scheduled)
         return engine.config.overlap and len(scheduled) > 0 and known and rows
 
 # %% ../nbs/11_cuda_graphs.ipynb #e23be7d3
@@ -116,7 +116,11 @@ def step(self: OverlapStep, engine, scheduled):
     batch = r.pack(scheduled, engine.block_manager, feed=feed)
     logits = r.run(batch)
     n = len(batch.samplers)                                       # decodes, and prompts that end here
-    out = engine.sample(logits, batch.samplers, out=r.sampled[:n])   # on the device
+    pending = None                                                # penalised rows: their last tokens, in flight
+    if batch.fed and any(penalised(s.params) for s in batch.samplers):
+        f = batch.feed[batch.sample_rows[:n].long()].long()
+        pending = torch.where(f >= 0, r.sampled[f.clamp(min=0)], -1)
+    out = engine.sample(logits, batch.samplers, out=r.sampled[:n], pending=pending)   # on the device
     self.turn ^= 1
     self.host[self.turn, :n].copy_(out.tokens, non_blocking=True)
     if self.done[self.turn] is not None: self.done[self.turn].record()

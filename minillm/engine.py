@@ -11,7 +11,7 @@ from fastcore.basics import patch
 from .loading import DEFAULT_MODEL, load_model, resolve_device
 from .tokenizer import load_tokenizer
 from .paged import BlockManager
-from .sampling import SamplingParams, sample as sample_logits, sample_key, sample_simple
+from .sampling import SamplingParams, PenaltyCounts, penalised, sample as sample_logits, sample_key, sample_simple
 from .scheduler import Scheduler, Sequence, RUNNING, FINISHED
 from .runner import ModelRunner, kv_bytes_per_block
 from .outputs import CompletionOutput, RequestMetrics, RequestOutput, detokenize_step
@@ -194,6 +194,7 @@ class LLMEngine:
         self.simple_sampler = sample_simple                 # samples a batch of simple rows (a later chapter's kernel)
         self.stepper = PlainStep()                          # how a step runs; later chapters bring others
         self.requests, self._by_seq, self._changed, self._next_seq = {}, {}, {}, 0
+        self.penalties = None                               # `PenaltyCounts`, made for the first penalised row
         for _, setup in sorted(PLUGINS.values(), key=lambda p: p[0]): setup(self)
 
 # %% ../nbs/09_engine.ipynb #b2afa2fc
@@ -350,15 +351,30 @@ def deliver(self: LLMEngine, seqs, tokens, logprobs):
 
 # %% ../nbs/09_engine.ipynb #e0a10005
 @patch
-def sample(self: LLMEngine, logits, seqs, drafts=None, out=None):
+def sample(self: LLMEngine, logits, seqs, drafts=None, out=None,
+           pending=None):   # `[R]` on the device: each row's last token if it is still being sampled, else -1
     "`SamplerOutput` of `logits` `[R, V]`: a row per sequence, or per sequence `len(drafts[i]) + 1` rows."
     drafts = drafts or [[] for _ in seqs]
     rows = [(s, d[:j], s.num_tokens + j) for s, d in zip(seqs, drafts) for j in range(len(d) + 1)]
     keys = [None if s.params.seed is None else sample_key(s.params.seed, pos) for s, _, pos in rows]
     params, prompts = [s.params for s, _, _ in rows], [s.prompt_ids for s, _, _ in rows]
     outputs = [s.output_ids + d if d else s.output_ids for s, d, _ in rows]   # drafts as if generated
+    pen = None                                      # penalties from device counts: a row per sequence only
+    if len(rows) == len(seqs) and any(map(penalised, params)): pen = *self._penalty_slots(logits, seqs), pending
     eos = self.eos_token_ids
-    return sample_logits(logits, params, prompts, outputs, keys, eos, self.generator, out, self.simple_sampler)
+    return sample_logits(logits, params, prompts, outputs, keys, eos, self.generator, out, self.simple_sampler, pen)
+
+# %% ../nbs/09_engine.ipynb #09665a6e
+@patch
+def _penalty_slots(self: LLMEngine, logits, seqs) -> tuple:
+    "`(PenaltyCounts, slots)` of a row per sequence of `seqs`, the penalised ones counted up to their outputs."
+    if self.penalties is None: self.penalties = PenaltyCounts(self.runner.max_seqs, logits.shape[-1], logits.device)
+    pc = self.penalties
+    new = sum(penalised(s.params) and s.seq_id not in pc.slots for s in seqs)
+    if new > len(pc.free):                                   # free the slots of sequences not running now
+        running = {s.seq_id for s in self.scheduler.running}
+        for key in [k for k in pc.slots if k not in running]: pc.drop(key)
+    return pc, pc.update([(s.seq_id, s.prompt_ids, s.output_ids) if penalised(s.params) else None for s in seqs])
 
 # %% ../nbs/09_engine.ipynb #7a2e07fc
 @patch
@@ -392,7 +408,9 @@ def _outputs(self: LLMEngine) -> list:
         if out is not None: outs.append(out)
         if req.finished:
             del self.requests[req.request_id]
-            for c in req.choices: del self._by_seq[c.seq.seq_id]
+            for c in req.choices:
+                del self._by_seq[c.seq.seq_id]
+                if self.penalties is not None: self.penalties.drop(c.seq.seq_id)
     self._changed.clear()
     return outs
 
@@ -411,4 +429,5 @@ def close(self: LLMEngine):
     cuda = self.device.type == 'cuda'
     for k in ('runner', 'model', 'stepper', 'scheduler', 'block_manager'):
         self.__dict__.pop(k, None)
+    self.penalties = None
     if cuda: torch.cuda.empty_cache()

@@ -13,7 +13,7 @@ from fastcore.basics import patch
 # %% auto #0
 __all__ = ['SamplingParams', 'apply_min_tokens', 'token_counts', 'apply_penalties', 'apply_top_k_top_p', 'apply_min_p',
            'process_logits', 'sample_key', 'keyed_exponential', 'random_sample', 'SamplerOutput', 'compute_logprobs',
-           'simple', 'plain_greedy', 'row_params', 'sample_simple', 'sample']
+           'penalised', 'on_device', 'simple', 'plain_greedy', 'row_params', 'sample_simple', 'PenaltyCounts', 'sample']
 
 # %% ../nbs/07_sampling.ipynb #b3328d37
 _SAMPLING_EPS = 1e-5  # temperatures below this are greedy, as in vLLM (dividing by them would overflow)
@@ -240,23 +240,34 @@ def compute_logprobs(logits, params, tokens):
     return out
 
 # %% ../nbs/07_sampling.ipynb #36f3ab5e
+def penalised(p) -> bool:
+    "Does the row apply a repetition, presence or frequency penalty?"
+    return p.repetition_penalty != 1 or p.presence_penalty != 0 or p.frequency_penalty != 0
+
+def on_device(p, out) -> bool:
+    "A row the device can choose given its history's counts: no logprobs, min_tokens reached (`out`: its output)."
+    return p.logprobs is None and len(out) >= p.min_tokens
+
 def simple(p, out) -> bool:
-    "A row that needs nothing of its history: no penalty, no logprobs, min_tokens reached (`out`: its output so far)."
-    return (p.logprobs is None and p.repetition_penalty == 1 and p.presence_penalty == 0
-            and p.frequency_penalty == 0 and len(out) >= p.min_tokens)
+    "A row that needs nothing of its history: no penalty, no logprobs, min_tokens reached."
+    return on_device(p, out) and not penalised(p)
 
 def plain_greedy(p, out) -> bool:
     "A simple greedy row: the argmax of its raw logits."
     return p.greedy and simple(p, out)
 
 # %% ../nbs/07_sampling.ipynb #788ca4c6
+def _upload(values, dtype, device) -> torch.Tensor:
+    "A host list as a tensor on `device`, copied without waiting for the device (through pinned memory on CUDA)."
+    t = torch.tensor(values, dtype=dtype)
+    if torch.device(device).type == 'cuda': t = t.pin_memory()
+    return t.to(device, non_blocking=True)
+
 def row_params(params, keys, device) -> torch.Tensor:
     "`[5, B]` float64 on `device`: temperature (0: greedy), top_k, top_p, min_p, key (-1: none); no host sync."
-    t = torch.tensor([[0.0 if p.greedy else p.temperature for p in params], [p.top_k for p in params],
-                      [p.top_p for p in params], [p.min_p for p in params],
-                      [-1 if k is None else k for k in keys]], dtype=torch.float64)      # 32-bit keys are exact
-    if torch.device(device).type == 'cuda': t = t.pin_memory()                     # an asynchronous copy
-    return t.to(device, non_blocking=True)
+    return _upload([[0.0 if p.greedy else p.temperature for p in params], [p.top_k for p in params],
+                    [p.top_p for p in params], [p.min_p for p in params],
+                    [-1 if k is None else k for k in keys]], torch.float64, device)   # 32-bit keys are exact
 
 # %% ../nbs/07_sampling.ipynb #6ecea653
 def sample_simple(logits, params, keys, generator=None, out=None):
@@ -275,6 +286,70 @@ def sample_simple(logits, params, keys, generator=None, out=None):
     tokens = (x.softmax(-1) / q.clamp_min_(torch.finfo(q.dtype).tiny)).argmax(-1)
     return torch.where(greedy, logits.argmax(-1), tokens, out=out)
 
+# %% ../nbs/07_sampling.ipynb #8cb30b5b
+class PenaltyCounts:
+    "Token counts of sequences on the device, a slot each: the tokens its prompt has, how often its output has each."
+    def __init__(self, num_slots: int, vocab_size: int, device=None):
+        self.prompt = torch.zeros(num_slots, vocab_size, dtype=torch.bool, device=device)   # [slots, V]
+        self.output = torch.zeros(num_slots, vocab_size, device=device)                     # [slots, V]
+        self.free, self.slots = list(range(num_slots))[::-1], {}       # key -> [slot, output tokens counted]
+
+    def drop(self, key):
+        "Free `key`'s slot (its sequence finished, or left the batch)."
+        slot = self.slots.pop(key, None)
+        if slot is not None: self.free.append(slot[0])
+
+# %% ../nbs/07_sampling.ipynb #e115fb00
+@patch
+def update(self: PenaltyCounts, rows) -> list:
+    """The slot of each of `rows`, `(key, prompt_ids, output_ids)` or None (a row without penalties: -1), its counts
+    brought up to `output_ids`. A new key takes a free slot and counts its prompt first."""
+    slots, fresh, prompt_at, prompt_tok, at, tok = [], [], [], [], [], []
+    for row in rows:
+        if row is None:
+            slots.append(-1)
+            continue
+        key, prompt, out = row
+        if key not in self.slots:
+            if not self.free: raise RuntimeError(f"all {len(self.slots)} penalty slots are in use")
+            self.slots[key] = [self.free.pop(), 0]
+            fresh.append(self.slots[key][0])
+            prompt_at += [fresh[-1]] * len(prompt)
+            prompt_tok += prompt
+        s, n = self.slots[key]
+        at += [s] * (len(out) - n)
+        tok += out[n:]
+        self.slots[key][1] = len(out)
+        slots.append(s)
+    dev = self.output.device
+    if fresh:
+        f = _upload(fresh, torch.long, dev)
+        self.prompt[f], self.output[f] = False, 0.0
+    if prompt_tok: self.prompt[tuple(_upload([prompt_at, prompt_tok], torch.long, dev))] = True
+    if tok:
+        ones = torch.ones(len(tok), device=dev)
+        self.output.index_put_(tuple(_upload([at, tok], torch.long, dev)), ones, accumulate=True)
+    return slots
+
+# %% ../nbs/07_sampling.ipynb #5186f9ed
+@patch
+def apply(self: PenaltyCounts, logits, slots, params, pending=None):
+    """An fp32 copy of `logits` `[B, V]` with each row's penalties from its slot (-1: none); `pending` `[B]` (-1:
+    none) is a token per row sampled but not yet counted."""
+    x = logits.to(torch.float32, copy=True)
+    rows = [i for i, s in enumerate(slots) if s >= 0]
+    if not rows: return x
+    p = [params[i] for i in rows]
+    t = _upload([rows, [slots[i] for i in rows], [q.repetition_penalty for q in p], [q.presence_penalty for q in p],
+                 [q.frequency_penalty for q in p]], torch.float64, x.device)       # one copy; small ints are exact
+    r, s = t[0].long(), t[1].long()
+    out = self.output[s]                                                            # [P, V], a copy
+    if pending is not None:
+        tok = pending[r]
+        out.scatter_add_(1, tok.clamp(min=0)[:, None], (tok >= 0).float()[:, None])
+    x[r] = apply_penalties(x[r], self.prompt[s], out, *t[2:].float())
+    return x
+
 # %% ../nbs/07_sampling.ipynb #dd6570e9
 def sample(logits,             # `[B, V]` raw logits, one row per token to choose
            params,             # B `SamplingParams`
@@ -284,7 +359,8 @@ def sample(logits,             # `[B, V]` raw logits, one row per token to choos
            eos_token_ids=(),   # masked until min_tokens
            generator=None,     # the shared stream; None: torch's default generator
            out=None,           # `[B]` long tensor for the tokens of a batch of simple rows
-           simple_sampler=sample_simple) -> SamplerOutput:   # what samples a batch of simple rows
+           simple_sampler=sample_simple,   # what samples a batch of simple rows
+           penalties=None) -> SamplerOutput:   # `(PenaltyCounts, slots, pending)`: penalties from device counts
     "Choose the next token of each row of `logits`, each row with its own `SamplingParams`."
     if not torch.is_tensor(logits) or logits.ndim != 2 or not logits.is_floating_point():
         raise ValueError(f"logits must be a float tensor of shape [B, V], got "
@@ -297,6 +373,10 @@ def sample(logits,             # `[B, V]` raw logits, one row per token to choos
         return SamplerOutput(torch.argmax(logits, -1, out=out), [None] * B)
     if all(simple(p, o) for p, o in zip(params, output_ids)):                            # no history needed
         return SamplerOutput(simple_sampler(logits, params, keys, generator, out), [None] * B)
+    if penalties is not None and all(on_device(p, o) for p, o in zip(params, output_ids)):
+        counts, slots, pending = penalties
+        x = counts.apply(logits, slots, params, pending)
+        return SamplerOutput(simple_sampler(x, params, keys, generator, out), [None] * B)
     x = process_logits(logits, params, prompt_ids, output_ids, eos)
     tokens = x.argmax(-1)                                                                 # [B]; final for greedy rows
     idx = [i for i, p in enumerate(params) if not p.greedy]
