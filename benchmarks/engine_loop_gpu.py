@@ -10,10 +10,12 @@ Sections (each runs even if an earlier one failed; failures are recorded):
            caller the tokens of its prompts run alone (fp32: in bf16 a batch's composition moves near-ties)
   seeded   fp32: a seeded sampled request with speculation gives the tokens of the engine without speculation,
            alone and in a batch
+  penalties fp32: penalised requests (greedy and seeded), overlapped with counts on the device, give the tokens of the
+           same requests asking for logprobs, which run in order through the host's processors
   memory   bf16: an LLM dropped without gc.collect() gives its GPU memory back: a second one at 0.9 of the card builds
 Writes engine_loop_gpu.json to $OUT if set, else to benchmarks/results/.
 """
-import sys, threading
+import dataclasses, sys, threading
 import torch
 from minillm import LLM, SamplingParams
 from minillm.loading import random_checkpoint, PRESETS
@@ -90,6 +92,19 @@ def seeded():
     R['seeded']['drafts_accepted'] = out['accepted']
     log('seeded (of 4, == no speculation alone):', R['seeded'])
 
+def penalties():
+    kinds = [dict(temperature=0, repetition_penalty=1.3), dict(temperature=0.8, seed=1, presence_penalty=1.5),
+             dict(temperature=0.9, seed=2, frequency_penalty=1.0, min_p=0.05), dict(temperature=0, frequency_penalty=0.7)]
+    sps = [SamplingParams(max_tokens=64, ignore_eos=True, **kinds[i % 4]) for i in range(8)]
+    with llm06() as llm:
+        device = toks(llm, PROMPTS, sps)
+        overlapped = llm.engine.stepper.launched
+        host = toks(llm, PROMPTS, [dataclasses.replace(sp, logprobs=0) for sp in sps])
+        free = not llm.engine.penalties.slots
+    R['penalties'] = dict(identical=sum(a == b for a, b in zip(device, host)), of=8, overlapped_steps=overlapped,
+                          slots_freed=free)
+    log('penalties:', R['penalties'])
+
 def memory():
     base = torch.cuda.memory_allocated()
     llm = llm06(torch.bfloat16, gpu_memory_utilization=0.9)
@@ -103,7 +118,7 @@ def memory():
     log('memory:', R['memory'])
     llm.close()
 
-SECTIONS = dict(fp32=fp32, sharing=sharing, seeded=seeded, memory=memory)
+SECTIONS = dict(fp32=fp32, sharing=sharing, seeded=seeded, penalties=penalties, memory=memory)
 only = [a.split('=', 1)[1].split(',') for a in sys.argv if a.startswith('--only=')]
 for fn in [f for k, f in SECTIONS.items() if not only or k in only[0]]: run_section(fn, R, save)
 log('done; errors in:', list(R['errors']) or 'none')
