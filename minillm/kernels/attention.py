@@ -43,11 +43,13 @@ def _check_rows(name, t, ndim):
     if t.dim() != ndim: raise ValueError(f"{name} must have {ndim} dims, got shape {tuple(t.shape)}")
     if not (t.stride(-1) == 1 or t.shape[-1] == 1): raise ValueError(f"{name} must be contiguous in its last dim (stride 1), got strides {t.stride()}")
 
+# %% ../../nbs/10_triton_attention.ipynb #d0e6d239
 def _check_int(name, t, shape, dtypes=(torch.int32, torch.int64)):
     _check_rows(name, t, len(shape))
     if t.dtype not in dtypes: raise TypeError(f"{name} must be {' or '.join(map(str, dtypes))}, got {t.dtype}")
     if tuple(t.shape) != tuple(shape): raise ValueError(f"{name} must have shape {tuple(shape)}, got {tuple(t.shape)}")
 
+# %% ../../nbs/10_triton_attention.ipynb #31fa0586
 def _check_cache(k_cache, v_cache, dtype, device):
     "Both caches `[num_blocks, block_size, Hkv, D]` of `dtype` on `device`; returns their shape."
     for name, c in (('k_cache', k_cache), ('v_cache', v_cache)):
@@ -57,6 +59,7 @@ def _check_cache(k_cache, v_cache, dtype, device):
     if k_cache.shape != v_cache.shape: raise ValueError(f"k_cache {tuple(k_cache.shape)} and v_cache {tuple(v_cache.shape)} must have the same shape")
     return k_cache.shape
 
+# %% ../../nbs/10_triton_attention.ipynb #542861f3
 def _check_attn(q, k_cache, v_cache, block_tables, context_lens, out):
     "Validate what both attention launchers share; returns (S, Hq, Hkv, D, block_size, out)."
     _check_rows('q', q, 3)
@@ -116,6 +119,7 @@ def _store_kv_kernel(k_ptr, v_ptr, kc_ptr, vc_ptr, slot_ptr,
     tl.store(kc_ptr + blk * s_kcb + off * s_kct + h[:, None] * s_kch + d[None, :], k, mask=m)
     tl.store(vc_ptr + blk * s_vcb + off * s_vct + h[:, None] * s_vch + d[None, :], v, mask=m)
 
+# %% ../../nbs/10_triton_attention.ipynb #acf6d84c
 def store_kv(k, v, k_cache, v_cache, slot_mapping):
     "Write k, v `[N, Hkv, D]` into the paged caches at `slot_mapping` `[N]` (slot -1: skip), in place."
     _check_rows('k', k, 3); _check_rows('v', v, 3)
@@ -160,6 +164,7 @@ def _attend(acc, m_i, l_i, q, pos, k_ptr, v_ptr, bt_ptr, lo, hi, qk_scale, s_kb,
         m_i = m_new
     return acc, m_i, l_i
 
+# %% ../../nbs/10_triton_attention.ipynb #2bd9aebf
 def _prec(dtype): return 'ieee' if dtype == torch.float32 else 'tf32'  # fp32 caches: exact fp32 dots, not tf32
 
 # %% ../../nbs/10_triton_attention.ipynb #e964d6b1
@@ -214,6 +219,7 @@ def _decode_kernel(q_ptr, k_ptr, v_ptr, bt_ptr, ctx_ptr, out_ptr, po_ptr, plse_p
         tl.store(po_ptr + row[:, None] * D + offs_d[None, :], o, mask=hmask[:, None])
         tl.store(plse_ptr + row, tl.where(l_i == 0.0, float('-inf'), m_i + tl.math.log2(l_safe)), mask=hmask)
 
+# %% ../../nbs/10_triton_attention.ipynb #abe45ca3
 @triton.jit
 def _combine_kernel(po_ptr, plse_ptr, out_ptr, s_os, s_oh,
                     HQ: tl.constexpr, D: tl.constexpr, SPLITS: tl.constexpr, SP: tl.constexpr, PDL: tl.constexpr):
@@ -241,6 +247,7 @@ def _decode_config(q):
         return dict(block_n=16, num_warps=4, num_stages=2)
     return dict(block_n=max(16, min(128, 8192 // q.shape[-1])), num_warps=4, num_stages=2)   # 16 KB K tiles
 
+# %% ../../nbs/10_triton_attention.ipynb #700a3e92
 def _check_new(k, v, slot_mapping, s, hkv, d, dtype, device):
     "The new token's key and value `[S, Hkv, D]` and its cache slot `[S]`, as the decode kernel takes them."
     for name, t in (('k', k), ('v', v)):
@@ -252,6 +259,7 @@ def _check_new(k, v, slot_mapping, s, hkv, d, dtype, device):
     for name, t in (('k', k), ('v', v), ('slot_mapping', slot_mapping)):
         if t.device != device: raise ValueError(f"{name} is on {t.device}, expected {device}")
 
+# %% ../../nbs/10_triton_attention.ipynb #573aec1a
 def _split_partials(num_splits, out, hkv: int):
     "Splits per KV head (checked; None: two programs a multiprocessor, at most 16) and the fp32 partials they write."
     s, hq, d = out.shape
@@ -262,6 +270,7 @@ def _split_partials(num_splits, out, hkv: int):
     po = torch.empty(s, hq, num_splits, d, device=out.device, dtype=torch.float32)
     return num_splits, po, torch.empty(s, hq, num_splits, device=out.device, dtype=torch.float32)
 
+# %% ../../nbs/10_triton_attention.ipynb #c75ebeae
 def _launch_decode(q, k_cache, v_cache, block_tables, context_lens, scale, out, num_splits, block_n, num_warps, num_stages,
                    k=None, v=None, slot_mapping=None):
     s, hq, hkv, d, bs, out = _check_attn(q, k_cache, v_cache, block_tables, context_lens, out)
@@ -284,6 +293,7 @@ def _launch_decode(q, k_cache, v_cache, block_tables, context_lens, scale, out, 
                                  SP=triton.next_power_of_2(num_splits), num_warps=4, **pdl_options(q))
     return out
 
+# %% ../../nbs/10_triton_attention.ipynb #2177e037
 def paged_decode(q, k_cache, v_cache, block_tables, context_lens, scale=None, out=None, num_splits=None,
                  k=None, v=None, slot_mapping=None):
     "Attention of one new token per sequence (q `[S, Hq, D]`) over its paged K/V; returns `[S, Hq, D]`. With `k`, `v` `[S, Hkv, D]` and `slot_mapping` `[S]`: the new token's key and value, stored in the cache by the same launch."
@@ -337,13 +347,6 @@ def _prefill_kernel(q_ptr, k_ptr, v_ptr, bt_ptr, ctx_ptr, qsl_ptr, out_ptr, qk_s
     tl.store(out_ptr + rows[:, None] * s_on + head[:, None] * s_oh + offs_d[None, :], o.to(out_ptr.dtype.element_ty), mask=rmask[:, None])
 
 # %% ../../nbs/10_triton_attention.ipynb #948dcd4b
-def _prefill_config(q):
-    "Rows per tile (tokens x heads), key tile, warps and pipeline depth of the prefill kernel."
-    if q.device.type != 'cuda': return dict(block_m=32, block_n=32, num_warps=4, num_stages=1)
-    if q.dtype == torch.float32: return dict(block_m=16, block_n=16, num_warps=4, num_stages=2)
-    if _capability(q.device) < (8, 0): return dict(block_m=32, block_n=16, num_warps=4, num_stages=1)
-    return dict(block_m=64, block_n=64, num_warps=4, num_stages=2)
-
 def _launch_prefill(q, k_cache, v_cache, block_tables, context_lens, query_start_loc, max_q_len, scale, out,
                     block_m, block_n, num_warps, num_stages):
     s, hq, hkv, d, bs, out = _check_attn(q, k_cache, v_cache, block_tables, context_lens, out)
@@ -362,6 +365,15 @@ def _launch_prefill(q, k_cache, v_cache, block_tables, context_lens, query_start
         **pdl_options(q))
     return out
 
+# %% ../../nbs/10_triton_attention.ipynb #52703b49
+def _prefill_config(q):
+    "Rows per tile (tokens x heads), key tile, warps and pipeline depth of the prefill kernel."
+    if q.device.type != 'cuda': return dict(block_m=32, block_n=32, num_warps=4, num_stages=1)
+    if q.dtype == torch.float32: return dict(block_m=16, block_n=16, num_warps=4, num_stages=2)
+    if _capability(q.device) < (8, 0): return dict(block_m=32, block_n=16, num_warps=4, num_stages=1)
+    return dict(block_m=64, block_n=64, num_warps=4, num_stages=2)
+
+# %% ../../nbs/10_triton_attention.ipynb #f3be08b3
 def paged_prefill(q, k_cache, v_cache, block_tables, context_lens, query_start_loc, max_q_len, scale=None, out=None):
     "Causal attention of packed variable-length new tokens (q `[N, Hq, D]`) over their paged K/V, in one launch."
     return _launch_prefill(q, k_cache, v_cache, block_tables, context_lens, query_start_loc, max_q_len, scale, out,

@@ -14,6 +14,12 @@ import triton.language as tl
 # %% auto #0
 __all__ = ['SAMPLE_CHUNK', 'rms_norm', 'qk_norm_rope', 'silu_mul', 'sample_fused', 'sampling_plugin']
 
+# %% ../../nbs/10a_fused_ops.ipynb #e6dc87de
+def _rows(x):
+    "`x` as a 2-D view `[rows, last]` with a contiguous last dimension."
+    if x.stride(-1) != 1: raise ValueError(f"the last dimension must be contiguous, got strides {x.stride()}")
+    return x.reshape(-1, x.shape[-1])
+
 # %% ../../nbs/10a_fused_ops.ipynb #437c568b
 @triton.jit
 def _rmsnorm_kernel(x_ptr, r_ptr, w_ptr, out_ptr, rout_ptr, s_x, s_r, s_o, s_ro, N, eps,
@@ -31,11 +37,7 @@ def _rmsnorm_kernel(x_ptr, r_ptr, w_ptr, out_ptr, rout_ptr, s_x, s_r, s_o, s_ro,
     w = tl.load(w_ptr + offs, mask=m, other=0.0)
     tl.store(out_ptr + row * s_o + offs, (h.to(x.dtype).to(tl.float32) * w.to(tl.float32)).to(out_ptr.dtype.element_ty), mask=m)
 
-def _rows(x):
-    "`x` as a 2-D view `[rows, last]` with a contiguous last dimension."
-    if x.stride(-1) != 1: raise ValueError(f"the last dimension must be contiguous, got strides {x.stride()}")
-    return x.reshape(-1, x.shape[-1])
-
+# %% ../../nbs/10a_fused_ops.ipynb #9094fd04
 def rms_norm(x, weight, eps: float, residual=None):
     "Fused RMSNorm (with the residual add first when `residual` is given): the semantics of `layers.RMSNorm`."
     if x.shape[-1] != weight.shape[0]: raise ValueError(f"x's last dim {x.shape[-1]} != weight size {weight.shape[0]}")
@@ -68,6 +70,7 @@ def _rope_halves(a, b, w_ptr, half, c1, c2, s1, s2, eps, D: tl.constexpr, NORM: 
     hi = (bf * c2).to(dt).to(tl.float32) + (af * s2).to(dt).to(tl.float32)
     return lo.to(dt), hi.to(dt)
 
+# %% ../../nbs/10a_fused_ops.ipynb #7e86ecdf
 @triton.jit
 def _rope_heads(src, s_h, w_ptr, dst, c1, c2, s1, s2, eps, H: tl.constexpr, HP: tl.constexpr, D: tl.constexpr, NORM: tl.constexpr):
     "Norm (if NORM) and rotate the `H` heads at `src` (head stride `s_h`) of one token; write them to `dst`, `[H, D]`."
@@ -77,6 +80,7 @@ def _rope_heads(src, s_h, w_ptr, dst, c1, c2, s1, s2, eps, H: tl.constexpr, HP: 
     lo, hi = _rope_halves(a, b, w_ptr, half, c1, c2, s1, s2, eps, D, NORM)
     tl.store(dst + h * D + half, lo, mask=m); tl.store(dst + h * D + D // 2 + half, hi, mask=m)
 
+# %% ../../nbs/10a_fused_ops.ipynb #91bece6a
 @triton.jit
 def _qk_rope_kernel(q_ptr, k_ptr, qw_ptr, kw_ptr, cos_ptr, sin_ptr, qo_ptr, ko_ptr, s_qn, s_qh, s_kn, s_kh, s_cn, eps,
                     HQ: tl.constexpr, HQP: tl.constexpr, HK: tl.constexpr, HKP: tl.constexpr, D: tl.constexpr,
@@ -94,6 +98,7 @@ def _qk_rope_kernel(q_ptr, k_ptr, qw_ptr, kw_ptr, cos_ptr, sin_ptr, qo_ptr, ko_p
         _rope_heads(q_ptr + n * s_qn, s_qh, qw_ptr, qo_ptr + n * HQ * D, c1, c2, s1, s2, eps, HQ, HQP, D, NORM)
         _rope_heads(k_ptr + n * s_kn, s_kh, kw_ptr, ko_ptr + n * HK * D, c1, c2, s1, s2, eps, HK, HKP, D, NORM)
 
+# %% ../../nbs/10a_fused_ops.ipynb #e3879e83
 def qk_norm_rope(q, k, q_weight, k_weight, cos, sin, eps: float):
     "Norm (when weights are given) and rotate q `[..., Hq, D]` and k `[..., Hkv, D]`; returns new contiguous q, k."
     D, Hq, Hkv = q.shape[-1], q.shape[-2], k.shape[-2]
@@ -142,6 +147,7 @@ def _mix32(x):
     x = x * tl.full([], 0x846CA68B, tl.uint32)
     return x ^ (x >> 16)
 
+# %% ../../nbs/10a_fused_ops.ipynb #a8ddfb8f
 @triton.jit
 def _chunk_max_kernel(x_ptr, s_x, p_ptr, part_ptr, V, B, CHUNK: tl.constexpr, BLOCK: tl.constexpr):
     "Pass 1: the largest scaled logit of chunk `c` of row `r`."
@@ -155,6 +161,7 @@ def _chunk_max_kernel(x_ptr, s_x, p_ptr, part_ptr, V, B, CHUNK: tl.constexpr, BL
         m = tl.maximum(m, tl.load(row + offs, mask=offs < V, other=float('-inf')).to(tl.float32) / tt)
     tl.store(part_ptr + r * C + c, tl.max(m, 0))
 
+# %% ../../nbs/10a_fused_ops.ipynb #752f7c0e
 @triton.jit
 def _chunk_race_kernel(x_ptr, s_x, p_ptr, fresh_ptr, part_ptr, best_ptr, idx_ptr, V, B,
                        CHUNK: tl.constexpr, BLOCK: tl.constexpr, CP: tl.constexpr):
@@ -182,6 +189,7 @@ def _chunk_race_kernel(x_ptr, s_x, p_ptr, fresh_ptr, part_ptr, best_ptr, idx_ptr
     tl.store(best_ptr + r * C + c, best)
     tl.store(idx_ptr + r * C + c, best_i)
 
+# %% ../../nbs/10a_fused_ops.ipynb #01a0b8a2
 @triton.jit
 def _chunk_pick_kernel(best_ptr, idx_ptr, out_ptr, C: tl.constexpr, CP: tl.constexpr):
     "The token of row `r`: that of its first chunk with the best score."
@@ -189,6 +197,7 @@ def _chunk_pick_kernel(best_ptr, idx_ptr, out_ptr, C: tl.constexpr, CP: tl.const
     c = tl.argmax(tl.load(best_ptr + r * C + j, mask=j < C, other=float('-inf')), 0)
     tl.store(out_ptr + r, tl.load(idx_ptr + r * C + c))
 
+# %% ../../nbs/10a_fused_ops.ipynb #1bd277b9
 SAMPLE_CHUNK = 8192   # logits per program, a multiple of 1024: 19 programs a row of 151,936
 
 def sample_fused(logits, params, keys, generator=None, out=None):
@@ -213,6 +222,7 @@ def sample_fused(logits, params, keys, generator=None, out=None):
     _chunk_pick_kernel[(B,)](part[1], idx, out, C=C, CP=CP)
     return out
 
+# %% ../../nbs/10a_fused_ops.ipynb #7514e088
 def sampling_plugin(engine):
     "Engine plugin: with the Triton back end, batches of simple rows are sampled by `sample_fused`."
     if engine.attention_backend == 'triton': engine.simple_sampler = sample_fused

@@ -16,7 +16,7 @@ from .fused import rms_norm, qk_norm_rope, silu_mul
 from ..engine import PLUGINS
 
 # %% auto #0
-__all__ = ['GEMV_CONFIG', 'GEMV_PRE', 'GEMV_MAX_ROWS', 'GEMV_ROWS_MAX_WEIGHT', 'GEMV_ROWS_CONFIG', 'GEMV_INT8_CONFIG',
+__all__ = ['GEMV_PRE', 'GEMV_CONFIG', 'GEMV_MAX_ROWS', 'GEMV_ROWS_MAX_WEIGHT', 'GEMV_ROWS_CONFIG', 'GEMV_INT8_CONFIG',
            'FUSED_GEMV_CONFIG', 'FUSED_LAYER_MAX_HIDDEN', 'gemv', 'linear', 'fused_gemv', 'decode_layer', 'GemvLinear',
            'use_fused_kernels', 'fused_plugin']
 
@@ -28,6 +28,7 @@ def _ld(ptrs, ok, EVEN: tl.constexpr):
     else: v = tl.load(ptrs, mask=ok, other=0.)
     return v
 
+#| export
 @triton.jit
 def _act(x_ptrs, r_ptrs, ok, EVEN: tl.constexpr, HAS_RES: tl.constexpr):
     "A chunk of the activation row: `x`, or `x + residual` rounded to x's dtype like torch's add."
@@ -35,6 +36,7 @@ def _act(x_ptrs, r_ptrs, ok, EVEN: tl.constexpr, HAS_RES: tl.constexpr):
     if HAS_RES: x = (x.to(tl.float32) + _ld(r_ptrs, ok, EVEN).to(tl.float32)).to(x.dtype)
     return x
 
+# %% ../../nbs/10b_gemv.ipynb #5b3c7595
 @triton.jit
 def _wload(w_ptrs, n_ok, ok, EVEN: tl.constexpr):
     "A `[BLOCK_N, BLOCK_K]` weight tile (read once: evicted first, to keep L2 for the activations)."
@@ -42,6 +44,7 @@ def _wload(w_ptrs, n_ok, ok, EVEN: tl.constexpr):
     else: w = tl.load(w_ptrs, mask=n_ok[:, None] & ok[None, :], other=0, eviction_policy='evict_first')
     return w
 
+#| export
 @triton.jit
 def _wx(w, xf, INT8: tl.constexpr):
     "A weight tile times the fp32 activation chunk, elementwise in fp32."
@@ -49,6 +52,7 @@ def _wx(w, xf, INT8: tl.constexpr):
     else: wf = w.to(tl.float32)
     return wf * xf[None, :]
 
+# %% ../../nbs/10b_gemv.ipynb #9f94d513
 @triton.jit
 def _rows_out(acc, s_ptr, b_ptr, rn, n_ok, INT8: tl.constexpr, HAS_BIAS: tl.constexpr):
     "Reduce the accumulator along K; apply the int8 row scale and the bias of rows `rn`."
@@ -57,6 +61,7 @@ def _rows_out(acc, s_ptr, b_ptr, rn, n_ok, INT8: tl.constexpr, HAS_BIAS: tl.cons
     if HAS_BIAS: y += tl.load(b_ptr + rn, mask=n_ok, other=0.).to(tl.float32)
     return y
 
+# %% ../../nbs/10b_gemv.ipynb #ee29197a
 @triton.jit
 def _gemv_kernel(x_ptr, w_ptr, s_ptr, b_ptr, o_ptr, r_ptr, g_ptr, ro_ptr, M, N, stride_xm, stride_wn, stride_om, eps,
                  K: tl.constexpr, INT8: tl.constexpr, HAS_BIAS: tl.constexpr, EVEN_K: tl.constexpr, NORM: tl.constexpr, HAS_RES: tl.constexpr,
@@ -109,8 +114,20 @@ def _gemv_kernel(x_ptr, w_ptr, s_ptr, b_ptr, o_ptr, r_ptr, g_ptr, ro_ptr, M, N, 
     tl.store(o_ptr + m.to(tl.int64) * stride_om + rn, y.to(dt), mask=n_ok)
 
 # %% ../../nbs/10b_gemv.ipynb #685a0d81
-GEMV_CONFIG = (2, 1024, 4)   # BLOCK_N, BLOCK_K, num_warps of the dense GEMV: the fastest of 8 tried on an H200 (below)
 GEMV_PRE = (2, 4)            # K chunks loaded before the PDL wait: rows of up to 8,192, longer rows (above)
+
+def _launch_gemv(x2, weight, scale, bias, out, block_n, block_k, num_warps, num_stages=1,
+                 norm_weight=None, eps=0.0, residual=None, res_out=None, swiglu=False, pre=None):
+    "Launch the GEMV on checked 2-D operands: `out` `[M, N]` = `x2` `[M, K]` times `weight` (int8 when `scale` is given); options below."
+    (M, K), N = x2.shape, out.shape[1]
+    _gemv_kernel[(triton.cdiv(N, block_n), M)](
+        x2, weight, weight if scale is None else scale, weight if bias is None else bias, out, x2 if residual is None else residual,
+        x2 if norm_weight is None else norm_weight, x2 if res_out is None else res_out, M, N, x2.stride(0), weight.stride(0),
+        out.stride(0), eps, K=K, INT8=scale is not None, HAS_BIAS=bias is not None, EVEN_K=K % block_k == 0, NORM=norm_weight is not None,
+        HAS_RES=residual is not None, SWIGLU=swiglu, BLOCK_N=block_n, BLOCK_K=block_k, num_warps=num_warps, num_stages=num_stages,
+        PRE=max(1, min(GEMV_PRE[K > 8192] if pre is None else pre, 4, triton.cdiv(K, block_k))), **pdl_options(x2))
+
+# %% ../../nbs/10b_gemv.ipynb #ada5acfa
 _FLOATS = (torch.float16, torch.bfloat16, torch.float32)
 
 def _check_gemv(x, weight, bias=None, scale=None):
@@ -134,6 +151,9 @@ def _check_gemv(x, weight, bias=None, scale=None):
         raise ValueError(f"the GEMV runs on CUDA tensors (or on CPU with TRITON_INTERPRET=1); x is on {x.device}")
     return N, K
 
+# %% ../../nbs/10b_gemv.ipynb #ddb54089
+GEMV_CONFIG = (2, 1024, 4)   # BLOCK_N, BLOCK_K, num_warps of the dense GEMV: the fastest of 8 tried on an H200 (below)
+
 def gemv(x, weight, bias=None, config=None):
     "`F.linear(x, weight, bias)` for a dense `weight` `[N, K]` by the GEMV kernel (one program per `BLOCK_N` outputs of a row; several rows: the several-row kernel below)."
     N, K = _check_gemv(x, weight, bias)
@@ -144,17 +164,7 @@ def gemv(x, weight, bias=None, config=None):
     elif out.numel(): _launch_gemv(x2, weight, None, bias, out, *(config or GEMV_CONFIG))
     return out.reshape(*x.shape[:-1], N)
 
-def _launch_gemv(x2, weight, scale, bias, out, block_n, block_k, num_warps, num_stages=1,
-                 norm_weight=None, eps=0.0, residual=None, res_out=None, swiglu=False, pre=None):
-    "Launch the GEMV on checked 2-D operands: `out` `[M, N]` = `x2` `[M, K]` times `weight` (int8 when `scale` is given); options below."
-    (M, K), N = x2.shape, out.shape[1]
-    _gemv_kernel[(triton.cdiv(N, block_n), M)](
-        x2, weight, weight if scale is None else scale, weight if bias is None else bias, out, x2 if residual is None else residual,
-        x2 if norm_weight is None else norm_weight, x2 if res_out is None else res_out, M, N, x2.stride(0), weight.stride(0),
-        out.stride(0), eps, K=K, INT8=scale is not None, HAS_BIAS=bias is not None, EVEN_K=K % block_k == 0, NORM=norm_weight is not None,
-        HAS_RES=residual is not None, SWIGLU=swiglu, BLOCK_N=block_n, BLOCK_K=block_k, num_warps=num_warps, num_stages=num_stages,
-        PRE=max(1, min(GEMV_PRE[K > 8192] if pre is None else pre, 4, triton.cdiv(K, block_k))), **pdl_options(x2))
-
+# %% ../../nbs/10b_gemv.ipynb #9bfb3546
 def linear(x, weight, bias=None):
     "`F.linear`, except on CUDA for one row of activations, or up to `GEMV_MAX_ROWS` rows by a small weight: the GEMV kernels."
     rows = x.numel() // max(1, x.shape[-1])
@@ -166,6 +176,7 @@ GEMV_MAX_ROWS = 4                   # `linear` sends 2 to this many rows to the 
 GEMV_ROWS_MAX_WEIGHT = 4 * 2**20    # ...when the weight has at most this many elements (measured below); else cuBLAS
 GEMV_ROWS_CONFIG = (4, 512, 4)      # BLOCK_N, BLOCK_K, num_warps of the several-row GEMV: the fastest of 8 at 2 to 5 rows
 
+# %% ../../nbs/10b_gemv.ipynb #2f6c9000
 @triton.jit
 def _gemv_rows_kernel(x_ptr, w_ptr, b_ptr, o_ptr, M, N, stride_xm, stride_wn, stride_om, K: tl.constexpr, HAS_BIAS: tl.constexpr,
                       EVEN_K: tl.constexpr, ROWS: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, PDL: tl.constexpr):
@@ -188,6 +199,7 @@ def _gemv_rows_kernel(x_ptr, w_ptr, b_ptr, o_ptr, M, N, stride_xm, stride_wn, st
     if HAS_BIAS: y += tl.load(b_ptr + rn, mask=n_ok, other=0.).to(tl.float32)[None, :]
     tl.store(o_ptr + rm[:, None].to(tl.int64) * stride_om + rn[None, :], y.to(o_ptr.dtype.element_ty), mask=m_ok[:, None] & n_ok[None, :])
 
+# %% ../../nbs/10b_gemv.ipynb #4d651c7b
 def _launch_gemv_rows(x2, weight, bias, out, block_n, block_k, num_warps):
     "Launch the several-row GEMV on checked 2-D operands: `out` `[M, N]` = `x2` `[M, K]` times a dense `weight`."
     (M, K), N = x2.shape, out.shape[1]
@@ -200,6 +212,18 @@ def _launch_gemv_rows(x2, weight, bias, out, block_n, block_k, num_warps):
 GEMV_INT8_CONFIG = (4, 512, 2)    # int8 weights, one row (BLOCK_N, BLOCK_K, num_warps): chosen in the int8 chapter
 FUSED_GEMV_CONFIG = (4, 512, 4)   # with NORM or SWIGLU, dense or int8: the fastest (or within 0.2 µs) at Qwen3-0.6B (below)
 
+# %% ../../nbs/10b_gemv.ipynb #99dd1738
+def _check_fused(x, N, K, norm_weight, residual, swiglu):
+    "Check `fused_gemv`'s options against `x` `[..., K]` and a weight of `N` rows."
+    if norm_weight is not None and (not isinstance(norm_weight, torch.Tensor) or norm_weight.shape != (K,) or norm_weight.dtype != x.dtype):
+        raise ValueError(f"norm_weight must be None or a {x.dtype} tensor of shape ({K},), got "
+                         f"{getattr(norm_weight, 'dtype', type(norm_weight))} {tuple(getattr(norm_weight, 'shape', ()))}")
+    if residual is not None and (norm_weight is None or not isinstance(residual, torch.Tensor) or residual.shape != x.shape or residual.dtype != x.dtype):
+        raise ValueError(f"residual needs norm_weight and must be a {x.dtype} tensor of x's shape {tuple(x.shape)}, got "
+                         f"{getattr(residual, 'dtype', type(residual))} {tuple(getattr(residual, 'shape', ()))}")
+    if swiglu and N % 2: raise ValueError(f"swiglu needs an even number of output rows (gate then up), weight has {N}")
+
+# %% ../../nbs/10b_gemv.ipynb #d9ae32b7
 def fused_gemv(x,                     # activations `[..., K]`
                weight,                # `[N, K]`, in x's dtype, or int8 with `scale`
                bias=None,             # `[N]` or None
@@ -211,13 +235,7 @@ def fused_gemv(x,                     # activations `[..., K]`
                config=None):          # (BLOCK_N, BLOCK_K, num_warps); default by weight kind
     "`linear(rmsnorm(x + residual) * norm_weight, weight)`, then `silu(gate) * up`: each part optional, one launch."
     N, K = _check_gemv(x, weight, bias, scale)
-    if norm_weight is not None and (not isinstance(norm_weight, torch.Tensor) or norm_weight.shape != (K,) or norm_weight.dtype != x.dtype):
-        raise ValueError(f"norm_weight must be None or a {x.dtype} tensor of shape ({K},), got "
-                         f"{getattr(norm_weight, 'dtype', type(norm_weight))} {tuple(getattr(norm_weight, 'shape', ()))}")
-    if residual is not None and (norm_weight is None or not isinstance(residual, torch.Tensor) or residual.shape != x.shape or residual.dtype != x.dtype):
-        raise ValueError(f"residual needs norm_weight and must be a {x.dtype} tensor of x's shape {tuple(x.shape)}, got "
-                         f"{getattr(residual, 'dtype', type(residual))} {tuple(getattr(residual, 'shape', ()))}")
-    if swiglu and N % 2: raise ValueError(f"swiglu needs an even number of output rows (gate then up), weight has {N}")
+    _check_fused(x, N, K, norm_weight, residual, swiglu)
     x2 = x.reshape(-1, K)                                                          # [M, K]
     if x2.stride(-1) != 1 or norm_weight is not None: x2 = x2.contiguous()        # the norm reads x, residual by one stride
     r2, r_out = (None, None) if residual is None else (residual.reshape(-1, K).contiguous(), torch.empty_like(x2))
@@ -234,6 +252,7 @@ def _weights(proj):
     if isinstance(proj, nn.Linear): return proj.weight, proj.bias, None
     if isinstance(getattr(proj, 'scale', None), torch.Tensor) and proj.weight.dtype == torch.int8: return proj.weight, proj.bias, proj.scale
 
+# %% ../../nbs/10b_gemv.ipynb #907511b0
 def decode_layer(layer, x, residual, cos, sin, attn=None):
     "`DecoderLayer.forward` with 3 launches fewer for a single row on CUDA (or the interpreter); None for any other input."
     if not all(hasattr(layer, a) for a in ('self_attn', 'mlp', 'input_layernorm', 'post_attention_layernorm')):
@@ -257,11 +276,12 @@ def decode_layer(layer, x, residual, cos, sin, attn=None):
     return mlp.down_proj(h), residual
 
 # %% ../../nbs/10b_gemv.ipynb #f261659a
-FUSED_LAYER_MAX_HIDDEN = 2048   # `decode_layer` up to this hidden size: faster at 1024 (Qwen3-0.6B), slower at 4096 (8B)
-
 class GemvLinear(nn.Linear):
     "An `nn.Linear` whose products go through `linear`: the GEMV kernels for one row, or a few rows by a small weight."
     def forward(self, x): return linear(x, self.weight, self.bias)
+
+# %% ../../nbs/10b_gemv.ipynb #5573a663
+FUSED_LAYER_MAX_HIDDEN = 2048   # `decode_layer` up to this hidden size: faster at 1024 (Qwen3-0.6B), slower at 4096 (8B)
 
 def use_fused_kernels(model, enable: bool = True, gemv: bool = True):
     "Route `model`'s norms, q/k norm + rotary, activation (and single-row projections and layers) through the fused kernels, or back to PyTorch."
@@ -277,6 +297,7 @@ def use_fused_kernels(model, enable: bool = True, gemv: bool = True):
             m.__class__ = GemvLinear if enable and gemv else nn.Linear
     return model
 
+# %% ../../nbs/10b_gemv.ipynb #95789c84
 def fused_plugin(engine):
     "Engine plugin: with the Triton back end, the model's norms, rotary, activation and small products run on these kernels."
     if engine.attention_backend == 'triton': use_fused_kernels(engine.model)
