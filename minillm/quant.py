@@ -125,6 +125,7 @@ _DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 
 def _interpreting() -> bool: return os.environ.get('TRITON_INTERPRET', '0') == '1'
 
+# %% ../nbs/13_int8.ipynb #8695f3a8
 # Tile shapes (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages) by M, for narrow (N < _WIDE_N) and wide outputs;
 # BLOCK_M = 1 is the GEMV kernel, used for one row at every width (the whole decode step measured faster so, below);
 # a sixth entry (the number of K splits) is the transposed kernel.
@@ -136,6 +137,7 @@ _CONFIGS = [(1,    (1, *GEMV_INT8_CONFIG, 1), (1, *GEMV_INT8_CONFIG, 1)),
             (64,   (64, 64, 128, 4, 4, 4), (64, 64, 128, 4, 4, 1)),
             (None, (128, 128, 128, 8, 3, 4), (64, 128, 64, 4, 4))]
 
+# %% ../nbs/13_int8.ipynb #429c4d25
 def _smem_limit(device) -> int:
     if device.type != 'cuda': return 1 << 30
     p = torch.cuda.get_device_properties(device)
@@ -151,6 +153,7 @@ def _fit(cfg, esize: int, limit: int):
         else: bk //= 2
     return bm, bn, bk, nw, ns, *split
 
+# %% ../nbs/13_int8.ipynb #2c4be61a
 @lru_cache(maxsize=4096)
 def pick_config(M: int, N: int, K: int, dtype=torch.bfloat16, device=torch.device('cpu')):
     "Tile shape `(BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages)` for an `[M, K] x [K, N]` product."
@@ -181,6 +184,7 @@ def _check(x, weight, scale, bias):
     if x.device.type != 'cuda' and not _interpreting():
         raise ValueError(f"int8_matmul runs on CUDA tensors (or on CPU with TRITON_INTERPRET=1); x is on {x.device}")
 
+# %% ../nbs/13_int8.ipynb #d0e29195
 def int8_matmul(x, weight, scale, bias=None, config=None, out=None):
     "`x @ (weight * scale[:, None]).T + bias` in one pass over the int8 `weight` `[N, K]`; fp32 accumulation, result in `x`'s dtype."
     _check(x, weight, scale, bias)
@@ -198,6 +202,7 @@ def int8_matmul(x, weight, scale, bias=None, config=None, out=None):
     if M > 0 and N > 0: _launch(x2, weight, scale, bias, out, config or pick_config(M, N, K, x.dtype, x.device))
     return out if x.dim() == 2 else out.reshape(*x.shape[:-1], N)
 
+# %% ../nbs/13_int8.ipynb #85fc3b7c
 def _launch(x2, weight, scale, bias, out, config):
     M, K = x2.shape
     N = weight.shape[0]
@@ -251,6 +256,7 @@ def w8_linear(x, weight, scale, bias=None):
     if M <= _KERNEL_MAX_M: return int8_matmul(x, weight, scale, bias)
     return F.linear(x, dequantize_triton(weight, scale, x.dtype), bias)
 
+# %% ../nbs/13_int8.ipynb #520bb19d
 class QuantLinear(nn.Module):
     "`nn.Linear` replacement holding an int8 `weight` `[N, K]`, a `scale` `[N]` in the model dtype and an optional bias."
     def __init__(self, weight: torch.Tensor, # int8 `[out_features, in_features]`
