@@ -7,13 +7,15 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from fastcore.basics import patch
 
 # %% auto #0
 __all__ = ['SUPPORTED_MODEL_TYPES', 'ModelConfig', 'config_from_hf', 'load_config']
 
-# %% ../nbs/00_config.ipynb #c8cf7d99
+# %% ../nbs/00_config.ipynb #30f6a2ac
 SUPPORTED_MODEL_TYPES = ('qwen2', 'qwen3')
 
+# %% ../nbs/00_config.ipynb #c8cf7d99
 @dataclass
 class ModelConfig:
     "The shape of a Qwen2/Qwen3 decoder, as read from a Hugging Face `config.json`."
@@ -37,21 +39,24 @@ class ModelConfig:
 
     def __post_init__(self):
         if self.model_type not in SUPPORTED_MODEL_TYPES:
-            raise ValueError(f"model_type {self.model_type!r} is not supported; supported types: {', '.join(SUPPORTED_MODEL_TYPES)}")
+            raise ValueError(f"model_type {self.model_type!r} is not supported; "
+                             f"supported types: {', '.join(SUPPORTED_MODEL_TYPES)}")
         for k in ('vocab_size', 'hidden_size', 'intermediate_size', 'num_hidden_layers', 'num_attention_heads',
                   'num_key_value_heads', 'head_dim', 'max_position_embeddings'):
-            if int(getattr(self, k)) <= 0: raise ValueError(f"{k} must be a positive integer, got {getattr(self, k)!r}")
+            if int(getattr(self, k)) <= 0:
+                raise ValueError(f"{k} must be a positive integer, got {getattr(self, k)!r}")
         if self.num_attention_heads % self.num_key_value_heads:
             raise ValueError(f"num_attention_heads ({self.num_attention_heads}) must be a multiple of "
                              f"num_key_value_heads ({self.num_key_value_heads})")
         self.eos_token_ids = tuple(self.eos_token_ids)
 
-    @property
-    def q_size(self): return self.num_attention_heads * self.head_dim
-    @property
-    def kv_size(self): return self.num_key_value_heads * self.head_dim
-    @property
-    def group_size(self): return self.num_attention_heads // self.num_key_value_heads
+# %% ../nbs/00_config.ipynb #099d7387
+@patch(as_prop=True)
+def q_size(self: ModelConfig): return self.num_attention_heads * self.head_dim
+@patch(as_prop=True)
+def kv_size(self: ModelConfig): return self.num_key_value_heads * self.head_dim
+@patch(as_prop=True)
+def group_size(self: ModelConfig): return self.num_attention_heads // self.num_key_value_heads
 
 # %% ../nbs/00_config.ipynb #6ee4be24
 def _rope(d: dict) -> float:
@@ -65,6 +70,7 @@ def _rope(d: dict) -> float:
     rp = d.get('rope_parameters') or d.get('rope_scaling') or {}
     return float(d.get('rope_theta') or rp.get('rope_theta') or 10000.0)
 
+# %% ../nbs/00_config.ipynb #ff5d4159
 def _eos(d: dict) -> tuple:
     e = d.get('eos_token_id')
     return tuple(e) if isinstance(e, (list, tuple)) else (() if e is None else (e,))
@@ -92,6 +98,7 @@ def config_from_hf(d: dict) -> ModelConfig:
         qk_norm=not qwen2, eos_token_ids=_eos(d),
         torch_dtype=str(d.get('torch_dtype') or d.get('dtype') or 'bfloat16'))
 
+# %% ../nbs/00_config.ipynb #682b1121
 def load_config(path) -> ModelConfig:
     "Read `config.json` from a checkpoint directory."
     f = Path(path)/'config.json'

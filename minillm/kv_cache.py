@@ -6,6 +6,7 @@
 from __future__ import annotations
 import torch
 import torch.nn.functional as F
+from fastcore.basics import patch
 from .model import QwenForCausalLM
 
 # %% auto #0
@@ -17,41 +18,54 @@ class ContiguousKVCache:
     def __init__(self, model: QwenForCausalLM, batch: int, max_len: int):
         c, p = model.config, next(model.parameters())
         shape = (c.num_hidden_layers, batch, max_len, c.num_key_value_heads, c.head_dim)
-        self.k, self.v = torch.zeros(shape, dtype=p.dtype, device=p.device), torch.zeros(shape, dtype=p.dtype, device=p.device)
+        self.k, self.v = (torch.zeros(shape, dtype=p.dtype, device=p.device),
+                          torch.zeros(shape, dtype=p.dtype, device=p.device))
         self.valid = torch.zeros(batch, max_len, dtype=torch.bool, device=p.device)   # real (non-pad) slots
         self.filled, self.max_len = 0, max_len
 
-    def extend(self, valid):
-        "Declare the next `valid.shape[1]` slots (`valid`: [B, T] bool, False for padding); returns their positions."
-        T = valid.shape[1]
-        if self.filled + T > self.max_len: raise ValueError(f"cache holds {self.max_len} tokens; {self.filled + T} needed")
-        self.start, self.filled = self.filled, self.filled + T
-        self.valid[:, self.start:self.filled] = valid
-        return (self.valid[:, :self.filled].long().cumsum(1) - 1).clamp(min=0)[:, self.start:]   # [B, T]
+# %% ../nbs/05_kv_cache.ipynb #5e1ade37
+@patch
+def extend(self: ContiguousKVCache, valid):
+    "Declare the next `valid.shape[1]` slots (`valid`: [B, T] bool, False for padding); returns their positions."
+    T = valid.shape[1]
+    if self.filled + T > self.max_len: raise ValueError(f"cache holds {self.max_len} tokens; {self.filled + T} needed")
+    self.start, self.filled = self.filled, self.filled + T
+    self.valid[:, self.start:self.filled] = valid
+    return (self.valid[:, :self.filled].long().cumsum(1) - 1).clamp(min=0)[:, self.start:]   # [B, T]
 
-    def __call__(self, layer, q, k, v):
-        "Write this step's k/v `[B, T, Hkv, D]` into the cache, attend over everything cached so far."
-        s, e = self.start, self.filled
-        self.k[layer, :, s:e], self.v[layer, :, s:e] = k, v
-        K, V = self.k[layer, :, :e], self.v[layer, :, :e]                                   # [B, e, Hkv, D]
-        qs, ks = torch.arange(s, e, device=q.device), torch.arange(e, device=q.device)
-        # a query sees earlier-or-same real slots; a pad query also sees itself, so no softmax row is empty
-        mask = (ks[None, :] <= qs[:, None]) & (self.valid[:, None, :e] | (ks[None, :] == qs[:, None]))  # [B, T, e]
-        g = q.shape[2] // K.shape[2]
-        qh, Kh, Vh = q.transpose(1, 2), K.transpose(1, 2).repeat_interleave(g, 1), V.transpose(1, 2).repeat_interleave(g, 1)
-        o = F.scaled_dot_product_attention(qh, Kh, Vh, attn_mask=mask[:, None])               # [B, Hq, T, D]
-        return o.transpose(1, 2)                                                              # [B, T, Hq, D]
+# %% ../nbs/05_kv_cache.ipynb #769b861f
+@patch
+def __call__(self: ContiguousKVCache, layer, q, k, v):
+    "Write this step's k/v `[B, T, Hkv, D]` into the cache, attend over everything cached so far."
+    s, e = self.start, self.filled
+    self.k[layer, :, s:e], self.v[layer, :, s:e] = k, v
+    K, V = self.k[layer, :, :e], self.v[layer, :, :e]                                   # [B, e, Hkv, D]
+    qs, ks = torch.arange(s, e, device=q.device), torch.arange(e, device=q.device)
+    # a query sees earlier-or-same real slots; a pad query also sees itself, so no softmax row is empty
+    mask = (ks[None, :] <= qs[:, None]) & (self.valid[:, None, :e] | (ks[None, :] == qs[:, None]))  # [B, T, e]
+    g = q.shape[2] // K.shape[2]
+    qh, Kh, Vh = q.transpose(1, 2), K.transpose(1, 2).repeat_interleave(g, 1), V.transpose(1, 2).repeat_interleave(g, 1)
+    o = F.scaled_dot_product_attention(qh, Kh, Vh, attn_mask=mask[:, None])               # [B, Hq, T, D]
+    return o.transpose(1, 2)                                                              # [B, T, Hq, D]
+
+# %% ../nbs/05_kv_cache.ipynb #5754849d
+def _left_pad(prompts: list, device) -> tuple:
+    "Token ids `[B, L]` of `prompts`, right-aligned, and the mask of their real (non-pad) slots."
+    B, L = len(prompts), max(len(p) for p in prompts)
+    ids = torch.zeros(B, L, dtype=torch.long, device=device)
+    valid = torch.zeros(B, L, dtype=torch.bool, device=device)
+    for i, p in enumerate(prompts): ids[i, L - len(p):], valid[i, L - len(p):] = torch.tensor(p), True
+    return ids, valid
 
 # %% ../nbs/05_kv_cache.ipynb #5782b416
 @torch.no_grad()
 def generate_cached(model: QwenForCausalLM, prompts: list, max_new_tokens: int, eos_token_ids=()) -> list:
     "Greedy generation for a batch of prompts (lists of token ids) with a contiguous KV cache."
-    if not prompts or any(len(p) == 0 for p in prompts): raise ValueError("prompts must be a non-empty list of non-empty token lists")
+    if not prompts or any(len(p) == 0 for p in prompts):
+        raise ValueError("prompts must be a non-empty list of non-empty token lists")
     dev, B, L = next(model.parameters()).device, len(prompts), max(len(p) for p in prompts)
     cache = ContiguousKVCache(model, B, L + max_new_tokens)
-    ids = torch.zeros(B, L, dtype=torch.long, device=dev)
-    valid = torch.zeros(B, L, dtype=torch.bool, device=dev)
-    for i, p in enumerate(prompts): ids[i, L - len(p):], valid[i, L - len(p):] = torch.tensor(p), True
+    ids, valid = _left_pad(prompts, dev)
     out, done = [[] for _ in prompts], [False] * B
     pos = cache.extend(valid)                                                         # prefill
     nxt = model.logits(model.hidden(ids, pos, cache)[:, -1]).argmax(-1)               # [B]

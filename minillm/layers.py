@@ -7,6 +7,7 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from fastcore.basics import patch
 from .config import ModelConfig
 
 # %% auto #0
@@ -37,23 +38,30 @@ class RotaryEmbedding(nn.Module):
         self.head_dim, self.base, self.max_positions = head_dim, base, max_positions
         self.cos = self.sin = None
 
-    def build(self, device):
-        "Compute the fp32 tables on `device`."
-        inv_freq = 1.0 / (self.base ** (torch.arange(0, self.head_dim, 2, dtype=torch.int64, device=device).float() / self.head_dim))
-        freqs = torch.arange(self.max_positions, device=device).float()[:, None] * inv_freq[None, :]  # [P, D/2]
-        emb = torch.cat([freqs, freqs], -1)                                                             # [P, D]
-        self.cos, self.sin = emb.cos(), emb.sin()
-        return self
+# %% ../nbs/01_layers.ipynb #16945da8
+@patch
+def build(self: RotaryEmbedding, device):
+    "Compute the fp32 tables on `device`."
+    inv_freq = 1.0 / (self.base ** (torch.arange(0, self.head_dim, 2, dtype=torch.int64, device=device).float()
+                                    / self.head_dim))
+    freqs = torch.arange(self.max_positions, device=device).float()[:, None] * inv_freq[None, :]  # [P, D/2]
+    emb = torch.cat([freqs, freqs], -1)                                                             # [P, D]
+    self.cos, self.sin = emb.cos(), emb.sin()
+    return self
 
-    def forward(self, positions):
-        "cos, sin of shape `[*positions.shape, head_dim]` (fp32)."
-        if self.cos is None or self.cos.device != positions.device: self.build(positions.device)
-        return self.cos[positions], self.sin[positions]
+# %% ../nbs/01_layers.ipynb #e5967256
+@patch
+def forward(self: RotaryEmbedding, positions):
+    "cos, sin of shape `[*positions.shape, head_dim]` (fp32)."
+    if self.cos is None or self.cos.device != positions.device: self.build(positions.device)
+    return self.cos[positions], self.sin[positions]
 
+# %% ../nbs/01_layers.ipynb #68dfa91c
 def rotate_half(x):
     x1, x2 = x.chunk(2, -1)
     return torch.cat([-x2, x1], -1)
 
+# %% ../nbs/01_layers.ipynb #ccd91cbe
 def apply_rotary(x, cos, sin):
     "Rotate `x` `[..., T, H, D]` by the angles of `cos`/`sin` `[..., T, D]`."
     cos, sin = cos.to(x.dtype).unsqueeze(-2), sin.to(x.dtype).unsqueeze(-2)  # [..., T, 1, D]
@@ -79,20 +87,22 @@ class Attention(nn.Module):
         if cfg.qk_norm:
             self.q_norm, self.k_norm = RMSNorm(cfg.head_dim, cfg.rms_norm_eps), RMSNorm(cfg.head_dim, cfg.rms_norm_eps)
 
-    def forward(self, x, cos, sin, attn=None):
-        c = self.cfg
-        q, k, v = self.qkv_proj(x).split([c.q_size, c.kv_size, c.kv_size], -1)
-        q = q.view(*x.shape[:-1], c.num_attention_heads, c.head_dim)                     # [..., T, Hq, D]
-        k = k.view(*x.shape[:-1], c.num_key_value_heads, c.head_dim)                     # [..., T, Hkv, D]
-        v = v.view(*x.shape[:-1], c.num_key_value_heads, c.head_dim)
-        if self.rope_kernel is not None:
-            q, k = self.rope_kernel(q, k, self.q_norm.weight if c.qk_norm else None, self.k_norm.weight if c.qk_norm else None,
-                                    cos, sin, c.rms_norm_eps)
-        else:
-            if c.qk_norm: q, k = self.q_norm(q), self.k_norm(k)
-            q, k = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
-        o = causal_attention(q, k, v) if attn is None else attn(self.layer_idx, q, k, v)
-        return self.o_proj(o.flatten(-2))                                                # [..., T, hidden]
+# %% ../nbs/01_layers.ipynb #45ad7904
+@patch
+def forward(self: Attention, x, cos, sin, attn=None):
+    c = self.cfg
+    q, k, v = self.qkv_proj(x).split([c.q_size, c.kv_size, c.kv_size], -1)
+    q = q.view(*x.shape[:-1], c.num_attention_heads, c.head_dim)                     # [..., T, Hq, D]
+    k = k.view(*x.shape[:-1], c.num_key_value_heads, c.head_dim)                     # [..., T, Hkv, D]
+    v = v.view(*x.shape[:-1], c.num_key_value_heads, c.head_dim)
+    if self.rope_kernel is not None:
+        q, k = self.rope_kernel(q, k, self.q_norm.weight if c.qk_norm else None,
+                                self.k_norm.weight if c.qk_norm else None, cos, sin, c.rms_norm_eps)
+    else:
+        if c.qk_norm: q, k = self.q_norm(q), self.k_norm(k)
+        q, k = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
+    o = causal_attention(q, k, v) if attn is None else attn(self.layer_idx, q, k, v)
+    return self.o_proj(o.flatten(-2))                                                # [..., T, hidden]
 
 # %% ../nbs/01_layers.ipynb #38c0fdbe
 class MLP(nn.Module):

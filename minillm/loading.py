@@ -15,17 +15,20 @@ from .model import QwenForCausalLM
 __all__ = ['DEFAULT_MODEL', 'QUANTIZATIONS', 'PRESETS', 'resolve_checkpoint', 'auto_dtype', 'resolve_dtype', 'resolve_device',
            'load_model', 'random_checkpoint', 'default_checkpoint']
 
-# %% ../nbs/04_loading.ipynb #e4c997b6
+# %% ../nbs/04_loading.ipynb #37fac32f
 DEFAULT_MODEL = 'tiny-qwen3'
 _HUB_ID = re.compile(r'^[\w.-]+/[\w.-]+$')
 _HUB_FILES = ['*.json', '*.safetensors', '*.txt', '*.model', '*.tiktoken']
 
+# %% ../nbs/04_loading.ipynb #e4c997b6
 def resolve_checkpoint(name) -> Path:
     "The local directory of checkpoint `name`: a directory, a Hub id (downloaded), or `tiny-qwen3`."
     p = Path(str(name)).expanduser()
     if p.is_dir(): return p
     if str(name) == DEFAULT_MODEL: return default_checkpoint()
-    if p.exists(): raise ValueError(f"model {str(name)!r} is a file; pass the checkpoint directory (with config.json and *.safetensors)")
+    if p.exists():
+        raise ValueError(f"model {str(name)!r} is a file; pass the checkpoint directory "
+                         "(with config.json and *.safetensors)")
     if _HUB_ID.match(str(name)) and not str(name).startswith(('.', '/', '~')):
         from huggingface_hub import snapshot_download
         try: return Path(snapshot_download(str(name), allow_patterns=_HUB_FILES))
@@ -37,13 +40,14 @@ def resolve_checkpoint(name) -> Path:
                           "If this machine is offline, copy the checkpoint here and pass its local directory.") from None
     raise FileNotFoundError(f"model {str(name)!r}: no such directory, and not a Hugging Face Hub id (owner/name)")
 
+# %% ../nbs/04_loading.ipynb #9505c0c0
 def _weight_files(d: Path) -> list:
     idx = d/'model.safetensors.index.json'
     if idx.exists(): return sorted({d/f for f in json.loads(idx.read_text())['weight_map'].values()})
     if (d/'model.safetensors').exists(): return [d/'model.safetensors']
     raise FileNotFoundError(f"no model.safetensors or model.safetensors.index.json in {d}")
 
-# %% ../nbs/04_loading.ipynb #c06cc581
+# %% ../nbs/04_loading.ipynb #1e3f1c7c
 _PACKED = {'q_proj': ('qkv_proj', 0), 'k_proj': ('qkv_proj', 1), 'v_proj': ('qkv_proj', 2),
            'gate_proj': ('gate_up_proj', 0), 'up_proj': ('gate_up_proj', 1)}
 
@@ -57,6 +61,7 @@ def _target(name: str, cfg: ModelConfig):
             return '.'.join(parts[:i] + [packed] + parts[i+1:]), sum(sizes[:shard]), sizes[shard]
     return name, 0, None
 
+# %% ../nbs/04_loading.ipynb #c06cc581
 def _plan(model: QwenForCausalLM, files: list) -> list:
     "Check names and shapes of every checkpoint tensor against `model`; [(file, name, param, offset, rows)]."
     cfg, params = model.config, dict(model.named_parameters())
@@ -75,15 +80,17 @@ def _plan(model: QwenForCausalLM, files: list) -> list:
                 plan.append((f, name, pname, off, rows))
     missing = [n for n, p in params.items() if filled[n] != (p.shape[0] if p.dim() else 1)]
     if missing or unexpected or bad_shape:
-        def lst(title, xs): return f"\n  {title} ({len(xs)}): " + ', '.join(xs[:12]) + (' ...' if len(xs) > 12 else '') if xs else ''
+        def lst(title, xs):
+            return f"\n  {title} ({len(xs)}): " + ', '.join(xs[:12]) + (' ...' if len(xs) > 12 else '') if xs else ''
         raise ValueError("checkpoint does not match the model config" + lst('missing', missing) +
                          lst('unexpected', unexpected) + lst('wrong shape', bad_shape))
     return plan
 
-# %% ../nbs/04_loading.ipynb #697bd972
+# %% ../nbs/04_loading.ipynb #af4ae6d0
 _DTYPES = {'float32': torch.float32, 'fp32': torch.float32, 'bfloat16': torch.bfloat16, 'bf16': torch.bfloat16,
            'float16': torch.float16, 'fp16': torch.float16, 'half': torch.float16}
 
+# %% ../nbs/04_loading.ipynb #d95cf537
 def auto_dtype(cfg: ModelConfig, device, capability=None) -> torch.dtype:
     "float32 on the CPU; on a GPU the checkpoint's dtype, float16 for bfloat16 below compute capability 8.0."
     device = torch.device(device)
@@ -92,6 +99,7 @@ def auto_dtype(cfg: ModelConfig, device, capability=None) -> torch.dtype:
     capability = capability or torch.cuda.get_device_capability(device)
     return torch.float16 if dtype == torch.bfloat16 and capability < (8, 0) else dtype
 
+# %% ../nbs/04_loading.ipynb #67436a13
 def resolve_dtype(dtype, cfg: ModelConfig, device) -> torch.dtype:
     "A torch dtype from a dtype, one of the names in `_DTYPES`, or 'auto'."
     if isinstance(dtype, torch.dtype):
@@ -100,6 +108,7 @@ def resolve_dtype(dtype, cfg: ModelConfig, device) -> torch.dtype:
     elif dtype in _DTYPES: return _DTYPES[dtype]
     raise ValueError(f"dtype {dtype!r} is not supported; use 'auto', 'float32', 'bfloat16' or 'float16'")
 
+# %% ../nbs/04_loading.ipynb #a15d6b65
 def resolve_device(device) -> torch.device:
     "`None`/'auto' picks cuda when available; 'cpu', 'cuda' and 'cuda:N' are the devices minillm runs on."
     if device in (None, 'auto'): return torch.device('cuda' if torch.cuda.is_available() else 'cpu')
@@ -112,14 +121,17 @@ def resolve_device(device) -> torch.device:
         raise ValueError(f"device {str(device)!r} requested but CUDA is not available")
     return device
 
+# %% ../nbs/04_loading.ipynb #697bd972
 QUANTIZATIONS = {}   # name -> quantize(model) in place; the int8 chapter registers 'int8'
 
 @torch.no_grad()
 def load_model(path_or_repo_id=DEFAULT_MODEL, dtype='auto', device=None, quantization=None) -> QwenForCausalLM:
     "Load a Qwen2/Qwen3 checkpoint into a `QwenForCausalLM` in eval mode."
     if quantization == 'int8' and 'int8' not in QUANTIZATIONS:
-        raise ValueError("quantization='int8' needs minillm.quant, which is not loaded: import it, or use `from minillm import LLM`")
-    if quantization not in (None, *QUANTIZATIONS): raise ValueError(f"quantization {quantization!r} is not supported; use None or 'int8'")
+        raise ValueError("quantization='int8' needs minillm.quant, which is not loaded: import it, "
+                         "or use `from minillm import LLM`")
+    if quantization not in (None, *QUANTIZATIONS):
+        raise ValueError(f"quantization {quantization!r} is not supported; use None or 'int8'")
     path = resolve_checkpoint(path_or_repo_id)
     cfg, device = load_config(path), resolve_device(device)
     dtype = resolve_dtype(dtype, cfg, device)
@@ -134,16 +146,18 @@ def load_model(path_or_repo_id=DEFAULT_MODEL, dtype='auto', device=None, quantiz
     if quantization is not None: QUANTIZATIONS[quantization](model)
     return model.eval().requires_grad_(False)
 
-# %% ../nbs/04_loading.ipynb #f0c21704
+# %% ../nbs/04_loading.ipynb #14785c36
 def _hf_config(model_type, **kw):
     from transformers import Qwen2Config, Qwen3Config
     return (Qwen3Config if model_type == 'qwen3' else Qwen2Config)(**kw)
 
+# %% ../nbs/04_loading.ipynb #f0c21704
 def random_checkpoint(model_type='qwen3', dtype=torch.float32, device='cpu', seed=0, logit_std=4.0,
                       cache_dir=None, **config) -> Path:
     "Build (or reuse) a random-weight checkpoint with `transformers` and `save_pretrained`; returns its directory."
     from transformers import AutoModelForCausalLM
-    key = json.dumps(dict(version=2, model_type=model_type, dtype=str(dtype), seed=seed, logit_std=logit_std, **config), sort_keys=True)
+    key = json.dumps(dict(version=2, model_type=model_type, dtype=str(dtype), seed=seed, logit_std=logit_std,
+                          **config), sort_keys=True)
     root = Path(cache_dir or os.environ.get('MINILLM_CACHE', Path.home()/'.cache'/'minillm'))/'random'
     out = root/f"{model_type}-{hashlib.sha1(key.encode()).hexdigest()[:12]}"
     if (out/'config.json').exists(): return out
@@ -167,20 +181,24 @@ def random_checkpoint(model_type='qwen3', dtype=torch.float32, device='cpu', see
 
 # %% ../nbs/04_loading.ipynb #141ebfa7
 PRESETS = {
-    'qwen3-0.6b': dict(model_type='qwen3', vocab_size=151936, hidden_size=1024, intermediate_size=3072, num_hidden_layers=28,
-                       num_attention_heads=16, num_key_value_heads=8, head_dim=128, rms_norm_eps=1e-6, rope_theta=1e6,
-                       max_position_embeddings=40960, tie_word_embeddings=True, eos_token_id=151645),
-    'qwen2.5-0.5b': dict(model_type='qwen2', vocab_size=151936, hidden_size=896, intermediate_size=4864, num_hidden_layers=24,
-                         num_attention_heads=14, num_key_value_heads=2, rms_norm_eps=1e-6, rope_theta=1e6,
-                         max_position_embeddings=32768, tie_word_embeddings=True, eos_token_id=151643),
-    'qwen3-8b': dict(model_type='qwen3', vocab_size=151936, hidden_size=4096, intermediate_size=12288, num_hidden_layers=36,
-                     num_attention_heads=32, num_key_value_heads=8, head_dim=128, rms_norm_eps=1e-6, rope_theta=1e6,
-                     max_position_embeddings=40960, tie_word_embeddings=False, eos_token_id=151645),
-    'tiny-qwen3': dict(model_type='qwen3', vocab_size=151936, hidden_size=64, intermediate_size=192, num_hidden_layers=2,
-                       num_attention_heads=4, num_key_value_heads=2, head_dim=32, max_position_embeddings=4096,
-                       tie_word_embeddings=False, eos_token_id=[151645, 151643], logit_std=2.0),
+    'qwen3-0.6b': dict(model_type='qwen3', vocab_size=151936, hidden_size=1024, intermediate_size=3072,
+                       num_hidden_layers=28, num_attention_heads=16, num_key_value_heads=8, head_dim=128,
+                       rms_norm_eps=1e-6, rope_theta=1e6, max_position_embeddings=40960, tie_word_embeddings=True,
+                       eos_token_id=151645),
+    'qwen2.5-0.5b': dict(model_type='qwen2', vocab_size=151936, hidden_size=896, intermediate_size=4864,
+                         num_hidden_layers=24, num_attention_heads=14, num_key_value_heads=2, rms_norm_eps=1e-6,
+                         rope_theta=1e6, max_position_embeddings=32768, tie_word_embeddings=True, eos_token_id=151643),
+    'qwen3-8b': dict(model_type='qwen3', vocab_size=151936, hidden_size=4096, intermediate_size=12288,
+                     num_hidden_layers=36, num_attention_heads=32, num_key_value_heads=8, head_dim=128,
+                     rms_norm_eps=1e-6, rope_theta=1e6, max_position_embeddings=40960, tie_word_embeddings=False,
+                     eos_token_id=151645),
+    'tiny-qwen3': dict(model_type='qwen3', vocab_size=151936, hidden_size=64, intermediate_size=192,
+                       num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=32,
+                       max_position_embeddings=4096, tie_word_embeddings=False, eos_token_id=[151645, 151643],
+                       logit_std=2.0),
 }
 
+# %% ../nbs/04_loading.ipynb #880703ca
 def default_checkpoint() -> Path:
     "The embedded default model: a tiny random Qwen3 with the real Qwen vocabulary."
     return random_checkpoint(**PRESETS['tiny-qwen3'])

@@ -7,6 +7,7 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from fastcore.basics import patch
 from .config import ModelConfig
 from .layers import RMSNorm, RotaryEmbedding, Attention, MLP
 
@@ -32,7 +33,7 @@ class DecoderLayer(nn.Module):
         x, residual = self.post_attention_layernorm(x, residual)
         return self.mlp(x), residual
 
-# %% ../nbs/02_model.ipynb #8d21336d
+# %% ../nbs/02_model.ipynb #8d9e6b88
 class QwenModel(nn.Module):
     "Embedding, decoder layers and final norm."
     def __init__(self, cfg: ModelConfig):
@@ -41,6 +42,7 @@ class QwenModel(nn.Module):
         self.layers = nn.ModuleList(DecoderLayer(cfg, i) for i in range(cfg.num_hidden_layers))
         self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
 
+# %% ../nbs/02_model.ipynb #8d21336d
 class QwenForCausalLM(nn.Module):
     "A Qwen2/Qwen3 decoder-only language model."
     def __init__(self, cfg: ModelConfig):
@@ -50,21 +52,27 @@ class QwenForCausalLM(nn.Module):
         self.lm_head = None if cfg.tie_word_embeddings else nn.Linear(cfg.hidden_size, cfg.vocab_size, bias=False)
         self.rotary = RotaryEmbedding(cfg.head_dim, cfg.rope_theta, cfg.max_position_embeddings)
 
-    def hidden(self, input_ids, positions=None, attn=None):
-        "Final hidden states `[*input_ids.shape, hidden]`; `positions` defaults to `0..T-1` along the last axis."
-        if positions is None: positions = torch.arange(input_ids.shape[-1], device=input_ids.device).expand_as(input_ids)
-        cos, sin = self.rotary(positions)
-        x, residual = self.model.embed_tokens(input_ids), None
-        for layer in self.model.layers: x, residual = layer(x, residual, cos, sin, attn)
-        return self.model.norm(x, residual)[0]
+# %% ../nbs/02_model.ipynb #4d19bd74
+@patch
+def hidden(self: QwenForCausalLM, input_ids, positions=None, attn=None):
+    "Final hidden states `[*input_ids.shape, hidden]`; `positions` defaults to `0..T-1` along the last axis."
+    if positions is None: positions = torch.arange(input_ids.shape[-1], device=input_ids.device).expand_as(input_ids)
+    cos, sin = self.rotary(positions)
+    x, residual = self.model.embed_tokens(input_ids), None
+    for layer in self.model.layers: x, residual = layer(x, residual, cos, sin, attn)
+    return self.model.norm(x, residual)[0]
 
-    def logits(self, h):
-        "Apply the output head (the embedding matrix when tied)."
-        return F.linear(h, self.model.embed_tokens.weight) if self.lm_head is None else self.lm_head(h)
+# %% ../nbs/02_model.ipynb #37bed2f0
+@patch
+def logits(self: QwenForCausalLM, h):
+    "Apply the output head (the embedding matrix when tied)."
+    return F.linear(h, self.model.embed_tokens.weight) if self.lm_head is None else self.lm_head(h)
 
-    def forward(self, input_ids, positions=None, attn=None):
-        "Logits `[*input_ids.shape, vocab]`."
-        return self.logits(self.hidden(input_ids, positions, attn))
+# %% ../nbs/02_model.ipynb #0cbb56d7
+@patch
+def forward(self: QwenForCausalLM, input_ids, positions=None, attn=None):
+    "Logits `[*input_ids.shape, vocab]`."
+    return self.logits(self.hidden(input_ids, positions, attn))
 
 # %% ../nbs/02_model.ipynb #11b096fe
 @torch.no_grad()

