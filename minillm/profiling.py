@@ -31,6 +31,7 @@ def timed_calls(targets, acc: dict, sync):
             if had: setattr(obj, name, orig)
             else: delattr(obj, name)
 
+# %% ../nbs/15_profiling.ipynb #6f35dc31
 def _phases(eng):
     s, r = eng.scheduler, eng.runner
     t = [(s, 'schedule', 'schedule', False), (r, 'pack', 'pack inputs', True), (r, 'run', 'forward', True),
@@ -45,10 +46,12 @@ def _device_time_us(evt):
         if hasattr(evt, a): return getattr(evt, a)
     return 0.0
 
+# %% ../nbs/15_profiling.ipynb #f5da5e83
 def _device_events(ev):
     "The events that ran on the device (kernels, copies): an operator such as `aten::mm` also carries its kernel's time."
     return [e for e in ev if getattr(e, 'device_type', None) != torch.autograd.DeviceType.CPU]
 
+# %% ../nbs/15_profiling.ipynb #0f31fa6e
 def _busy_us(events) -> float:
     "µs in which at least one device event ran: the union of their intervals (a kernel launched early overlaps the one before)."
     total, end = 0.0, float('-inf')
@@ -56,15 +59,10 @@ def _busy_us(events) -> float:
         if b > end: total, end = total + b - max(a, end), b
     return total
 
-def profile_engine(llm, prompts, params, top: int = 8) -> dict:
-    "Profile `llm.generate(prompts, params)`: per-phase ms per step, throughput, GPU-busy fraction, top operations."
+# %% ../nbs/15_profiling.ipynb #53784a26
+def _phase_run(llm, prompts, params, sync) -> tuple:
+    "`generate` with the phases' methods timed and the steps counted: (seconds by phase, steps, wall seconds)."
     eng = llm.engine
-    cuda = eng.device.type == 'cuda'
-    sync = torch.cuda.synchronize if cuda else (lambda: None)
-    sync(); t0 = time.perf_counter()
-    outs = llm.generate(prompts, params, use_tqdm=False); sync()
-    wall = time.perf_counter() - t0
-    n_out = sum(len(o.outputs[0].token_ids) for o in outs)
     acc, steps = {}, [0]
     with timed_calls(_phases(eng), acc, sync):
         inner = eng.scheduler.schedule
@@ -75,6 +73,11 @@ def profile_engine(llm, prompts, params, top: int = 8) -> dict:
             llm.generate(prompts, params, use_tqdm=False); sync()
             synced = time.perf_counter() - t0
         finally: eng.scheduler.schedule = inner
+    return acc, steps[0], synced
+
+# %% ../nbs/15_profiling.ipynb #95c3b43b
+def _profiled_run(llm, prompts, params, cuda: bool, sync, top: int) -> tuple:
+    "`generate` under `torch.profiler`: (the device's busy fraction of the wall time, None on a CPU; top operations)."
     acts = [torch.profiler.ProfilerActivity.CPU] + ([torch.profiler.ProfilerActivity.CUDA] if cuda else [])
     with torch.profiler.profile(activities=acts) as prof:
         sync(); t0 = time.perf_counter()
@@ -84,11 +87,26 @@ def profile_engine(llm, prompts, params, top: int = 8) -> dict:
     busy = _busy_us(prof.events()) / 1e6 if cuda else None
     key = (lambda e: _device_time_us(e)) if cuda else (lambda e: e.self_cpu_time_total)
     ops = [(e.key, key(e) / 1e3, e.count) for e in sorted(ev, key=key, reverse=True)[:top]]
-    return dict(steps=steps[0], wall_s=wall, output_tokens=n_out, tokens_per_s=n_out / wall,
-                phases_ms_per_step={k: v / steps[0] * 1e3 for k, v in acc.items()},
-                synced_wall_ms_per_step=synced / steps[0] * 1e3,
-                gpu_busy_fraction=None if busy is None else busy / prof_wall, top_ops=ops)
+    return None if busy is None else busy / prof_wall, ops
 
+# %% ../nbs/15_profiling.ipynb #79e7c0da
+def profile_engine(llm, prompts, params, top: int = 8) -> dict:
+    "Profile `llm.generate(prompts, params)`: per-phase ms per step, throughput, GPU-busy fraction, top operations."
+    eng = llm.engine
+    cuda = eng.device.type == 'cuda'
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
+    sync(); t0 = time.perf_counter()
+    outs = llm.generate(prompts, params, use_tqdm=False); sync()
+    wall = time.perf_counter() - t0
+    n_out = sum(len(o.outputs[0].token_ids) for o in outs)
+    acc, steps, synced = _phase_run(llm, prompts, params, sync)
+    busy, ops = _profiled_run(llm, prompts, params, cuda, sync, top)
+    return dict(steps=steps, wall_s=wall, output_tokens=n_out, tokens_per_s=n_out / wall,
+                phases_ms_per_step={k: v / steps * 1e3 for k, v in acc.items()},
+                synced_wall_ms_per_step=synced / steps * 1e3,
+                gpu_busy_fraction=busy, top_ops=ops)
+
+# %% ../nbs/15_profiling.ipynb #8829b6d0
 def print_profile(p: dict):
     "A short report of `profile_engine`'s result."
     print(f"{p['output_tokens']} tokens in {p['wall_s']:.3f} s = {p['tokens_per_s']:.0f} tok/s over {p['steps']} steps")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import weakref
 import numpy as np
 import torch
+from fastcore.basics import patch
 from .scheduler import FINISHED
 from .engine import PLUGINS
 from .cuda_graphs import batch_buckets
@@ -49,55 +50,70 @@ class SpeculativeStep:
         self.index = weakref.WeakKeyDictionary()        # Sequence -> its NgramIndex, gone with the sequence
         self.proposed = self.accepted = self.steps = 0
 
-    def applies(self, scheduled) -> bool:
-        "A step of pure decoding (each sequence computes its last token), of at most `max_batch` sequences?"
-        decodes = all(n == 1 and s.num_computed + 1 == s.num_tokens for s, n in scheduled)
-        return 0 < len(scheduled) <= self.max_batch and decodes
+# %% ../nbs/12_speculative.ipynb #95f2a376
+@patch
+def applies(self: SpeculativeStep, scheduled) -> bool:
+    "A step of pure decoding (each sequence computes its last token), of at most `max_batch` sequences?"
+    decodes = all(n == 1 and s.num_computed + 1 == s.num_tokens for s, n in scheduled)
+    return 0 < len(scheduled) <= self.max_batch and decodes
 
-    def drafts(self, engine, scheduled):
-        "Drafts per sequence, their cache slots taken through the scheduler; None when no sequence has one."
-        out = []
-        for s, _ in scheduled:
-            k = min(self.k, s.params.max_tokens - len(s.output_ids) - 1)
-            idx = self.index.get(s) or self.index.setdefault(s, NgramIndex(self.n_max, self.n_min))
-            d = idx.propose(s.token_ids, k) if k > 0 else []
-            out.append(d if d and engine.scheduler.lookahead(s, d) else [])
-        return out if any(out) else None
+# %% ../nbs/12_speculative.ipynb #d2dd9581
+@patch
+def drafts(self: SpeculativeStep, engine, scheduled):
+    "Drafts per sequence, their cache slots taken through the scheduler; None when no sequence has one."
+    out = []
+    for s, _ in scheduled:
+        k = min(self.k, s.params.max_tokens - len(s.output_ids) - 1)
+        idx = self.index.get(s) or self.index.setdefault(s, NgramIndex(self.n_max, self.n_min))
+        d = idx.propose(s.token_ids, k) if k > 0 else []
+        out.append(d if d and engine.scheduler.lookahead(s, d) else [])
+    return out if any(out) else None
 
-    def step(self, engine, scheduled):
-        if self.applies(scheduled):
-            self.base.drain(engine)                              # drafts need every token
-            scheduled = [x for x in scheduled if x[0].status != FINISHED]
-            drafts = self.drafts(engine, scheduled) if scheduled else None
-            if drafts is not None: return self.verify(engine, scheduled, drafts)
-            if not scheduled: return
-        self.base.step(engine, scheduled)
+# %% ../nbs/12_speculative.ipynb #ca04c440
+@patch
+def step(self: SpeculativeStep, engine, scheduled):
+    if self.applies(scheduled):
+        self.base.drain(engine)                              # drafts need every token
+        scheduled = [x for x in scheduled if x[0].status != FINISHED]
+        drafts = self.drafts(engine, scheduled) if scheduled else None
+        if drafts is not None: return self.verify(engine, scheduled, drafts)
+        if not scheduled: return
+    self.base.step(engine, scheduled)
 
-    def verify(self, engine, scheduled, drafts):
-        "One verify step: pack with drafts, run, choose a token at every row, accept."
-        seqs = [s for s, _ in scheduled]
-        batch = engine.runner.pack(scheduled, engine.block_manager, drafts=drafts)
-        out = engine.sample(engine.runner.run(batch), seqs, drafts)
-        targets, at, toks, lps = out.token_ids, 0, [], []
-        for d in drafts:
-            toks.append(accept(targets[at:at + len(d) + 1], d))
-            lps.append(out.logprobs[at:at + len(toks[-1])])
-            at += len(d) + 1
-        engine.deliver(seqs, toks, lps)
-        done = [(s, len(t)) for s, t in zip(seqs, toks) if s.status != FINISHED]   # last token + accepted
-        engine.scheduler.update(done)
-        self.steps += 1
-        self.proposed += sum(map(len, drafts))
-        self.accepted += sum(len(t) - 1 for t in toks)
+# %% ../nbs/12_speculative.ipynb #6058bf63
+@patch
+def verify(self: SpeculativeStep, engine, scheduled, drafts):
+    "One verify step: pack with drafts, run, choose a token at every row, accept."
+    seqs = [s for s, _ in scheduled]
+    batch = engine.runner.pack(scheduled, engine.block_manager, drafts=drafts)
+    out = engine.sample(engine.runner.run(batch), seqs, drafts)
+    targets, at, toks, lps = out.token_ids, 0, [], []
+    for d in drafts:
+        toks.append(accept(targets[at:at + len(d) + 1], d))
+        lps.append(out.logprobs[at:at + len(toks[-1])])
+        at += len(d) + 1
+    engine.deliver(seqs, toks, lps)
+    done = [(s, len(t)) for s, t in zip(seqs, toks) if s.status != FINISHED]   # last token + accepted
+    engine.scheduler.update(done)
+    self.steps += 1
+    self.proposed += sum(map(len, drafts))
+    self.accepted += sum(len(t) - 1 for t in toks)
 
-    def drain(self, engine): self.base.drain(engine)
-    def reset(self): self.base.reset()
-    def stats(self) -> dict:
-        counts = dict(verify_steps=self.steps, drafts_proposed=self.proposed, drafts_accepted=self.accepted)
-        return dict(self.base.stats(), **counts)
+# %% ../nbs/12_speculative.ipynb #332208fe
+@patch
+def drain(self: SpeculativeStep, engine): self.base.drain(engine)
 
-    @property
-    def acceptance_rate(self) -> float: return self.accepted / self.proposed if self.proposed else 0.0
+@patch
+def reset(self: SpeculativeStep): self.base.reset()
+
+# %% ../nbs/12_speculative.ipynb #890f1b0b
+@patch
+def stats(self: SpeculativeStep) -> dict:
+    counts = dict(verify_steps=self.steps, drafts_proposed=self.proposed, drafts_accepted=self.accepted)
+    return dict(self.base.stats(), **counts)
+
+@patch(as_prop=True)
+def acceptance_rate(self: SpeculativeStep) -> float: return self.accepted / self.proposed if self.proposed else 0.0
 
 # %% ../nbs/12_speculative.ipynb #7c7e05b2
 def speculation_plugin(engine):

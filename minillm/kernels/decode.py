@@ -25,6 +25,30 @@ def _norm_rope(src, rows, w_ptr, c1, c2, s1, s2, eps, R: tl.constexpr, D: tl.con
     lo, hi = _rope_halves(a, b, w_ptr, half, c1, c2, s1, s2, eps, D, NORM)     # the rotary kernel's arithmetic
     return tl.reshape(tl.permute(tl.join(lo, hi), (0, 2, 1)), (R, D))           # the halves side by side
 
+# %% ../../nbs/10c_decode_step.ipynb #3ab79bfe
+_LOCKS = {}
+def _locks(device, n: int):
+    "Zeroed int32 counters, one per (sequence, KV head), kept per device: each launch leaves them at zero."
+    t = _LOCKS.get(device)
+    if t is None or t.numel() < n: t = _LOCKS[device] = torch.zeros(max(n, 1024), dtype=torch.int32, device=device)
+    return t
+
+# %% ../../nbs/10c_decode_step.ipynb #fab20f73
+def _check_rope_decode(qkv, cos, sin, k_cache, v_cache, block_tables, context_lens, slot_mapping, num_heads: int, out):
+    "Check `rope_decode`'s arguments; returns `out` (made when None), the q heads `[S, Hq, D]`, cos and sin `[S, D]`."
+    nb, bs, hkv, d = k_cache.shape
+    S, hq = qkv.shape[0], num_heads
+    if qkv.dim() != 2 or qkv.shape[1] != (hq + 2 * hkv) * d or qkv.stride(1) != 1:
+        raise ValueError(f"qkv must be [S, {(hq + 2 * hkv) * d}] with unit stride in its last dim, got {tuple(qkv.shape)}")
+    if out is None: out = torch.empty(S, hq, d, dtype=qkv.dtype, device=qkv.device)
+    q_view = qkv[:, :hq * d].view(S, hq, d)
+    _check_attn(q_view, k_cache, v_cache, block_tables, context_lens, out)
+    _check_int('slot_mapping', slot_mapping, (S,))
+    c2, s2 = cos.reshape(-1, d), sin.reshape(-1, d)
+    if c2.shape[0] != S or c2.stride(-1) != 1 or s2.stride() != c2.stride():
+        raise ValueError(f"cos and sin must be [S={S}, D={d}] rows with unit stride, got {tuple(cos.shape)}")
+    return out, q_view, c2, s2
+
 # %% ../../nbs/10c_decode_step.ipynb #d920b06a
 @triton.jit(do_not_specialize=['s_bt'])
 def _rope_decode_kernel(x_ptr, qw_ptr, kw_ptr, cos_ptr, sin_ptr, k_ptr, v_ptr, bt_ptr, ctx_ptr, slot_ptr, out_ptr,
@@ -98,30 +122,15 @@ def _rope_decode_kernel(x_ptr, qw_ptr, kw_ptr, cos_ptr, sin_ptr, k_ptr, v_ptr, b
             tl.store(optrs, (o / tl.where(tot == 0.0, 1.0, tot)[:, None]).to(out_ptr.dtype.element_ty), mask=hmask[:, None])
             tl.atomic_xchg(lock_ptr + s * HKV + kvh, 0)                # ready for the next step (or graph replay)
 
-# %% ../../nbs/10c_decode_step.ipynb #3ab79bfe
-_LOCKS = {}
-def _locks(device, n: int):
-    "Zeroed int32 counters, one per (sequence, KV head), kept per device: each launch leaves them at zero."
-    t = _LOCKS.get(device)
-    if t is None or t.numel() < n: t = _LOCKS[device] = torch.zeros(max(n, 1024), dtype=torch.int32, device=device)
-    return t
-
 # %% ../../nbs/10c_decode_step.ipynb #b9d67d7f
 def rope_decode(qkv, q_weight, k_weight, cos, sin, eps, k_cache, v_cache, block_tables, context_lens, slot_mapping,
                 num_heads: int, out=None, scale=None, num_splits=None):
     """One launch for a decode step's attention from the qkv projection's rows `[S, (Hq + 2 Hkv) D]`: q/k norm (when
     weights are given), rotary, the new K/V stored at `slot_mapping`, attention over the paged cache; returns `[S, Hq, D]`."""
+    out, q_view, c2, s2 = _check_rope_decode(qkv, cos, sin, k_cache, v_cache, block_tables, context_lens, slot_mapping,
+                                             num_heads, out)
     nb, bs, hkv, d = k_cache.shape
     S, hq = qkv.shape[0], num_heads
-    if qkv.dim() != 2 or qkv.shape[1] != (hq + 2 * hkv) * d or qkv.stride(1) != 1:
-        raise ValueError(f"qkv must be [S, {(hq + 2 * hkv) * d}] with unit stride in its last dim, got {tuple(qkv.shape)}")
-    if out is None: out = torch.empty(S, hq, d, dtype=qkv.dtype, device=qkv.device)
-    q_view = qkv[:, :hq * d].view(S, hq, d)
-    _check_attn(q_view, k_cache, v_cache, block_tables, context_lens, out)
-    _check_int('slot_mapping', slot_mapping, (S,))
-    c2, s2 = cos.reshape(-1, d), sin.reshape(-1, d)
-    if c2.shape[0] != S or c2.stride(-1) != 1 or s2.stride() != c2.stride():
-        raise ValueError(f"cos and sin must be [S={S}, D={d}] rows with unit stride, got {tuple(cos.shape)}")
     if S == 0: return out
     cfg = _decode_config(q_view)
     num_splits, po, plse = _split_partials(num_splits, out, hkv)
