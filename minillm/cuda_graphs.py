@@ -96,7 +96,7 @@ class OverlapStep(PlainStep):
         self.turn, self.inflight, self.launched = 0, None, 0          # inflight: (sequences, turn)
 
     def overlappable(self, engine, scheduled) -> bool:
-        "With `config.overlap`: does each sequence decode (input maybe in flight) or run known tokens, each row on the device?"
+        "With `config.overlap`: each sequence decodes (input maybe in flight) or runs known tokens, each row on the device?"
         known = all(not s.pending or (n == 1 and s.num_computed + 1 == s.num_tokens) for s, n in scheduled)
         rows = all(on_device(s.params, s.output_ids) for s, _ in scheduled)
         return engine.config.overlap and len(scheduled) > 0 and known and rows
@@ -152,13 +152,13 @@ def reset(self: OverlapStep): self.inflight = None
 
 # %% ../nbs/11_cuda_graphs.ipynb #ge000006
 def graphs_plugin(engine):
-    "Engine plugin: capture decode, prefill and mixed graphs, and overlap steps of simple rows."
+    "Engine plugin: capture decode, prefill and mixed graphs, and overlap steps whose rows the device can choose."
     if engine.cuda_graphs == 'off': return
     c, r = engine.config, engine.runner
     r.graphs = GraphBank(r, emulate=engine.cuda_graphs == 'emulate')
     r.graphs.add(r, 'decode', batch_buckets(c.max_num_seqs))
     room = r.sampled.shape[0]                                       # the runner's largest step
-    sizes = lambda lo, top: [b for b in (16 << i for i in range(8)) if lo < b <= room and b // 2 < top]  # to 2048
+    def sizes(lo, top): return [b for b in (16 << i for i in range(8)) if lo < b <= room and b // 2 < top]   # to 2048
     r.graphs.add(r, 'prefill', sizes(0, c.max_num_batched_tokens) or [16])
     seqs = min(64, batch_buckets(c.max_num_seqs)[-1], c.max_num_batched_tokens)
     r.graphs.add(r, 'mixed', sizes(seqs, c.max_num_batched_tokens + seqs), seqs=seqs)   # a step's most, padded

@@ -11,7 +11,8 @@ from fastcore.basics import patch
 from .loading import DEFAULT_MODEL, load_model, resolve_device
 from .tokenizer import load_tokenizer
 from .paged import BlockManager
-from .sampling import SamplingParams, PenaltyCounts, penalised, sample as sample_logits, sample_key, sample_simple
+from .sampling import SamplingParams, sample as sample_logits, sample_key, sample_simple
+from .sampling import PenaltyCounts, penalised, on_device
 from .scheduler import Scheduler, Sequence, RUNNING, FINISHED
 from .runner import ModelRunner, kv_bytes_per_block
 from .outputs import CompletionOutput, RequestMetrics, RequestOutput, detokenize_step
@@ -296,13 +297,21 @@ def _stop(self: LLMEngine, req: Request, reason: str):
 
 # %% ../nbs/09_engine.ipynb #33cc5869
 @patch
+def _forget(self: LLMEngine, req: Request):
+    "Let a finished or aborted request go: its id, its sequences and their penalty slots (the sampler's counts)."
+    self.requests.pop(req.request_id, None)
+    for c in req.choices:
+        del self._by_seq[c.seq.seq_id]
+        if self.penalties is not None: self.penalties.drop(c.seq.seq_id)
+
+@patch
 def abort_request(self: LLMEngine, request_id):
     "Stop `request_id` (or each of a list) now and release its blocks; unknown ids are ignored."
     for rid in request_id if isinstance(request_id, (list, tuple, set)) else [request_id]:
-        req = self.requests.pop(rid, None)
+        req = self.requests.get(rid)
         if req is None: continue
         self._stop(req, 'abort')
-        for c in req.choices: del self._by_seq[c.seq.seq_id]
+        self._forget(req)
         self._changed.pop(req, None)
 
 # %% ../nbs/09_engine.ipynb #328e31e3
@@ -359,8 +368,9 @@ def sample(self: LLMEngine, logits, seqs, drafts=None, out=None,
     keys = [None if s.params.seed is None else sample_key(s.params.seed, pos) for s, _, pos in rows]
     params, prompts = [s.params for s, _, _ in rows], [s.prompt_ids for s, _, _ in rows]
     outputs = [s.output_ids + d if d else s.output_ids for s, d, _ in rows]   # drafts as if generated
-    pen = None                                      # penalties from device counts: a row per sequence only
-    if len(rows) == len(seqs) and any(map(penalised, params)): pen = *self._penalty_slots(logits, seqs), pending
+    pen = None                       # penalties from device counts: a row per sequence, every row on the device
+    if len(rows) == len(seqs) and any(map(penalised, params)) and all(map(on_device, params, outputs)):
+        pen = *self._penalty_slots(logits, seqs), pending
     eos = self.eos_token_ids
     return sample_logits(logits, params, prompts, outputs, keys, eos, self.generator, out, self.simple_sampler, pen)
 
@@ -406,11 +416,7 @@ def _outputs(self: LLMEngine) -> list:
     for req in self._changed:
         out = req.output(delta=True) if req.stream else req.output() if req.finished else None
         if out is not None: outs.append(out)
-        if req.finished:
-            del self.requests[req.request_id]
-            for c in req.choices:
-                del self._by_seq[c.seq.seq_id]
-                if self.penalties is not None: self.penalties.drop(c.seq.seq_id)
+        if req.finished: self._forget(req)
     self._changed.clear()
     return outs
 

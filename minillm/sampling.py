@@ -375,6 +375,8 @@ def sample(logits,             # `[B, V]` raw logits, one row per token to choos
         return SamplerOutput(simple_sampler(logits, params, keys, generator, out), [None] * B)
     if penalties is not None and all(on_device(p, o) for p, o in zip(params, output_ids)):
         counts, slots, pending = penalties
+        if len(slots) != B:
+            raise ValueError(f"penalties' slots must have one entry per row of logits ({B}), got {len(slots)}")
         x = counts.apply(logits, slots, params, pending)
         return SamplerOutput(simple_sampler(x, params, keys, generator, out), [None] * B)
     x = process_logits(logits, params, prompt_ids, output_ids, eos)
