@@ -28,8 +28,12 @@ def timed(eng) -> float:
     return (time.perf_counter() - t0) * 1e3
 
 for graphs in ('off', 'on'):
+    t0 = time.perf_counter()
     llm = LLM(str(ck), dtype='bfloat16', max_num_seqs=64, cuda_graphs=graphs, enable_prefix_caching=False)
     eng = llm.engine
+    R.setdefault('startup', {})[graphs] = dict(seconds=time.perf_counter() - t0, reserved_gb=torch.cuda.memory_reserved() / 1e9,
+                                               buckets=dict(eng.runner.graphs.buckets) if eng.runner.graphs else {})
+    log(graphs, R['startup'][graphs])
     long = SamplingParams(temperature=0, max_tokens=2048, ignore_eos=True)
     one = SamplingParams(temperature=0, max_tokens=1, ignore_eos=True)    # done at its prefill: 63 decodes stay
     for i in range(63): eng.add_request(('decode', i), prompt(256), long)

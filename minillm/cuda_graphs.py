@@ -158,10 +158,14 @@ def graphs_plugin(engine):
     r.graphs = GraphBank(r, emulate=engine.cuda_graphs == 'emulate')
     r.graphs.add(r, 'decode', batch_buckets(c.max_num_seqs))
     room = r.sampled.shape[0]                                       # the runner's largest step
-    def sizes(lo, top): return [b for b in (16 << i for i in range(8)) if lo < b <= room and b // 2 < top]   # to 2048
-    r.graphs.add(r, 'prefill', sizes(0, c.max_num_batched_tokens) or [16])
+    def sizes(grid, lo, top):
+        "The buckets of `grid` above `lo` that fit the runner, up to the first that holds `top` tokens."
+        fit = [b for b in grid if lo < b <= room]
+        return [b for i, b in enumerate(fit) if i == 0 or fit[i - 1] < top]
+    r.graphs.add(r, 'prefill', sizes([16 << i for i in range(8)], 0, c.max_num_batched_tokens) or [16])  # to 2048
     seqs = min(64, batch_buckets(c.max_num_seqs)[-1], c.max_num_batched_tokens)
-    r.graphs.add(r, 'mixed', sizes(seqs, c.max_num_batched_tokens + seqs), seqs=seqs)   # a step's most, padded
+    top = c.max_num_batched_tokens + seqs                           # a step's most tokens, padded
+    r.graphs.add(r, 'mixed', sizes(range(128, 2049, 128), seqs, top), seqs=seqs)
     engine.stepper = OverlapStep(r)
 
 PLUGINS['cuda_graphs'] = (11, graphs_plugin)
