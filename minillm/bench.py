@@ -10,9 +10,10 @@ import torch
 from fastcore.imports import in_ipython
 import minillm
 from .loading import PRESETS, random_checkpoint
-from .workloads import (WORKLOADS, batch_workload, mixed_workload, prefix_workload, nanovllm_workload,
-                               workload_label, request_lengths, make_requests, model_config, weight_bytes,
-                               kv_bytes_per_token, floor_seconds, measure_bandwidth)
+from .workloads import (WORKLOADS, batch_workload, mixed_workload, prefix_workload,
+                               nanovllm_workload, workload_label, request_lengths, make_requests,
+                               model_config, weight_bytes, kv_bytes_per_token, floor_seconds,
+                               measure_bandwidth)
 
 # %% auto #0
 __all__ = ['PEERS', 'DTYPE_BYTES', 'NO_CUDA', 'RESULTS', 'supports', 'resolve_model', 'worker', 'build_specs', 'summarize',
@@ -37,7 +38,8 @@ def _minillm(ckpt, device, dtype, **engine_kw):
     from minillm import LLM, SamplingParams
     llm = LLM(str(ckpt), dtype=str(dtype).split('.')[-1], device=device, **engine_kw)
     def gen(prompts, max_tokens, temperature=0.0):
-        sps = [SamplingParams(temperature=temperature, max_tokens=n, ignore_eos=True) for n in max_tokens]
+        sps = [SamplingParams(temperature=temperature, max_tokens=n, ignore_eos=True)
+               for n in max_tokens]
         dt, outs = _timed(device, lambda: llm.generate(prompts, sps, use_tqdm=False))
         if any(o.error for o in outs): raise RuntimeError(next(o.error for o in outs if o.error))
         info = dict(cached_tokens=sum(o.metrics.num_cached_tokens for o in outs))
@@ -59,7 +61,8 @@ def _hf_generate(ckpt, device, dtype, compile=False):
     model = _hf_model(ckpt, device, dtype)
     if compile:
         from transformers import CompileConfig
-        model.generation_config.cache_implementation = 'static'            # decode steps compiled by generate itself
+        # decode steps compiled by generate itself
+        model.generation_config.cache_implementation = 'static'
         model.generation_config.compile_config = CompileConfig(mode='reduce-overhead')
     def gen(prompts, max_tokens):
         if len(set(max_tokens)) > 1:
@@ -70,8 +73,9 @@ def _hf_generate(ckpt, device, dtype, compile=False):
         for i, p in enumerate(prompts):
             ids[i, L - len(p):], mask[i, L - len(p):] = torch.tensor(p), 1   # left padding
         ids, mask = ids.to(device), mask.to(device)
-        dt, out = _timed(device, lambda: model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=n,
-                                                        min_new_tokens=n, do_sample=False, temperature=None,
+        dt, out = _timed(device, lambda: model.generate(input_ids=ids, attention_mask=mask,
+                                                        max_new_tokens=n, min_new_tokens=n,
+                                                        do_sample=False, temperature=None,
                                                         top_p=None, top_k=None, pad_token_id=0))
         return dt, out[:, L:].tolist(), None
     return gen
@@ -80,21 +84,25 @@ def _hf_generate(ckpt, device, dtype, compile=False):
 def _hf_batch(ckpt, device, dtype):
     from transformers import GenerationConfig
     model, shape = _hf_model(ckpt, device, dtype), [None]
-    gcfg = GenerationConfig(do_sample=False, eos_token_id=-1, pad_token_id=0, max_new_tokens=1)   # eos -1: never stop early
+    # eos -1: never stop early
+    gcfg = GenerationConfig(do_sample=False, eos_token_id=-1, pad_token_id=0, max_new_tokens=1)
     cm = model.continuous_batching_context_manager
     kw = {k: v for k, v in dict(persistent_manager=True, block=True, timeout=30).items()
           if k in inspect.signature(cm).parameters}
     def gen(prompts, max_tokens):
-        if shape[0] != (len(prompts), max(map(len, prompts)), max(max_tokens)):    # a kept manager is sized for its workload
+        # a kept manager is sized for its workload
+        if shape[0] != (len(prompts), max(map(len, prompts)), max(max_tokens)):
             if hasattr(model, 'destroy_cached_continuous_batching_manager'):
                 model.destroy_cached_continuous_batching_manager()
             shape[0] = (len(prompts), max(map(len, prompts)), max(max_tokens))
         with cm(generation_config=gcfg, **kw) as m:
             def run():
-                ids, got = [m.add_request(p, max_new_tokens=n) for p, n in zip(prompts, max_tokens)], {}
+                ids, got = [m.add_request(p, max_new_tokens=n)
+                            for p, n in zip(prompts, max_tokens)], {}
                 while len(got) < len(ids):
                     r = m.get_result(timeout=1)
-                    if r is None and not m.is_running(): raise RuntimeError("the continuous batching loop stopped")
+                    if r is None and not m.is_running():
+                        raise RuntimeError("the continuous batching loop stopped")
                     if r is not None and (r.is_finished() if hasattr(r, 'is_finished')
                                           else r.status.name in ('FINISHED', 'FAILED')):
                         got[r.request_id] = r
@@ -122,7 +130,8 @@ def supports(peer: str, spec: dict) -> bool:
 def resolve_model(name, device='cpu') -> Path:
     "The checkpoint directory of a preset (built on first use) or of a directory."
     model_config(name)
-    return random_checkpoint(**PRESETS[name], dtype=torch.bfloat16, device=device) if name in PRESETS else Path(name)
+    return random_checkpoint(**PRESETS[name], dtype=torch.bfloat16,
+                             device=device) if name in PRESETS else Path(name)
 
 # %% ../nbs/16_benchmarks.ipynb #051aac31
 def _env(device):
@@ -130,7 +139,8 @@ def _env(device):
     except ImportError: tv = None
     dev = (torch.cuda.get_device_name(torch.device(device)) if torch.device(device).type == 'cuda'
            else platform.processor() or 'cpu')
-    return dict(python=platform.python_version(), torch=torch.__version__, transformers=tv, device=dev)
+    return dict(python=platform.python_version(), torch=torch.__version__, transformers=tv,
+                device=dev)
 
 # %% ../nbs/16_benchmarks.ipynb #dc65c7d2
 def _measure(gen, spec, repeats, phases):
@@ -142,21 +152,25 @@ def _measure(gen, spec, repeats, phases):
             dt, outs, info[ph] = gen(prompts, max_tokens, **({'temperature': t} if t else {}))
             got = [len(o) for o in outs]
             if got != max_tokens:
-                raise RuntimeError(f"generated {sum(got)} tokens where {sum(max_tokens)} were requested")
+                raise RuntimeError(f"generated {sum(got)} tokens where {sum(max_tokens)} were "
+                                   "requested")
             if v: times[ph].append(dt)
     n = sum(max_tokens)
-    return [dict(phase=ph, requests=len(prompts), prompt_tokens=sum(map(len, prompts)), output_tokens=n, times=t,
-                 seconds=statistics.median(t), tok_s=n / statistics.median(t), **(info[ph] or {}))
+    return [dict(phase=ph, requests=len(prompts), prompt_tokens=sum(map(len, prompts)),
+                 output_tokens=n, times=t, seconds=statistics.median(t),
+                 tok_s=n / statistics.median(t), **(info[ph] or {}))
             for ph, t in times.items()]
 
 # %% ../nbs/16_benchmarks.ipynb #fe496dfa
-def worker(peer: str, model, specs: list, repeats: int = 3, device='cuda', dtype='bfloat16', out=None) -> dict:
+def worker(peer: str, model, specs: list, repeats: int = 3, device='cuda', dtype='bfloat16',
+           out=None) -> dict:
     "Run `peer` on `model` in this process for each workload in `specs`; the results (also written to `out`)."
     if peer not in PEERS: raise ValueError(f"unknown peer {peer!r}; choose from {', '.join(PEERS)}")
     if dtype not in DTYPE_BYTES:
         raise ValueError(f"dtype {dtype!r} is not supported; choose from {', '.join(DTYPE_BYTES)}")
     ckpt = resolve_model(model, device)
-    if torch.device(device).type == 'cuda': torch.cuda.empty_cache()    # building a checkpoint leaves memory cached
+    # building a checkpoint leaves memory cached
+    if torch.device(device).type == 'cuda': torch.cuda.empty_cache()
     gen = _SETUP[peer](ckpt, device, getattr(torch, dtype))
     res = dict(peer=peer, model=str(model), env=_env(device), results=[])
     for i, spec in enumerate(specs):
@@ -169,7 +183,8 @@ def worker(peer: str, model, specs: list, repeats: int = 3, device='cuda', dtype
     return res
 
 # %% ../nbs/16_benchmarks.ipynb #72576388
-_ROOT = Path(minillm.__file__).resolve().parent.parent           # the repository, when minillm runs from one
+# the repository, when minillm runs from one
+_ROOT = Path(minillm.__file__).resolve().parent.parent
 RESULTS = (_ROOT if (_ROOT/'settings.ini').exists() else Path.cwd())/'benchmarks'/'results'
 
 # %% ../nbs/16_benchmarks.ipynb #16ce30bd
@@ -177,26 +192,32 @@ def _launch(args: list, timeout=None) -> tuple:
     "Run `python -m minillm.bench ARGS --out F` in a new process: (its JSON or {}, an error message or None)."
     with tempfile.TemporaryDirectory() as d:
         f, err = Path(d)/'out.json', None
-        env = {**os.environ, 'PYTHONPATH': os.pathsep.join(filter(None, [str(_ROOT), os.environ.get('PYTHONPATH')]))}
+        env = {**os.environ,
+               'PYTHONPATH': os.pathsep.join(filter(None, [str(_ROOT), os.environ.get('PYTHONPATH')]))}
         try:
-            p = subprocess.run([sys.executable, '-m', 'minillm.bench', *map(str, args), '--out', str(f)],
+            p = subprocess.run([sys.executable, '-m', 'minillm.bench', *map(str, args),
+                                '--out', str(f)],
                                capture_output=True, text=True, timeout=timeout, env=env)
             if p.returncode:
-                err = f"worker exited with code {p.returncode}: " + ((p.stderr.strip().splitlines() or [''])[-1])[-300:]
+                err = f"worker exited with code {p.returncode}: " + (
+                    (p.stderr.strip().splitlines() or [''])[-1])[-300:]
         except subprocess.TimeoutExpired: err = f"worker killed after {timeout} s"
         return (json.loads(f.read_text()) if f.exists() else {}), err
 
 # %% ../nbs/16_benchmarks.ipynb #b7c58aa3
-def build_specs(workloads, batch_sizes=(1, 8, 32, 64), mixed_requests=256, prefix_requests=32) -> list:
+def build_specs(workloads, batch_sizes=(1, 8, 32, 64), mixed_requests=256,
+                prefix_requests=32) -> list:
     "Workload dicts from names ('batch', 'mixed', 'prefix', 'all') or dicts."
     specs = []
     for w in workloads:
         if isinstance(w, dict): specs.append(w)
-        elif w == 'all': specs += build_specs(WORKLOADS, batch_sizes, mixed_requests, prefix_requests)
+        elif w == 'all':
+            specs += build_specs(WORKLOADS, batch_sizes, mixed_requests, prefix_requests)
         elif w == 'batch': specs += [batch_workload(b) for b in batch_sizes]
         elif w == 'mixed': specs.append(mixed_workload(mixed_requests))
         elif w == 'prefix': specs.append(prefix_workload(prefix_requests))
-        elif w == 'nanovllm': specs += [nanovllm_workload(), nanovllm_workload(temperature=0)]   # sampled, greedy
+        # sampled, greedy
+        elif w == 'nanovllm': specs += [nanovllm_workload(), nanovllm_workload(temperature=0)]
         else: raise ValueError(f"unknown workload {w!r}; choose from {', '.join(WORKLOADS)}, all")
     return specs
 
@@ -222,14 +243,17 @@ def summarize(rows: list, bandwidth=None, dtype='bfloat16') -> list:
 def _commit() -> str:
     "The commit measured: `MINILLM_COMMIT` if set (a copy of the tree without git), else git's HEAD, else ''."
     if os.environ.get('MINILLM_COMMIT'): return os.environ['MINILLM_COMMIT']
-    try: return subprocess.run(['git', '-C', str(Path(minillm.__file__).parent), 'rev-parse', '--short', 'HEAD'],
-                               capture_output=True, text=True).stdout.strip()
+    try:
+        return subprocess.run(['git', '-C', str(Path(minillm.__file__).parent), 'rev-parse',
+                               '--short', 'HEAD'],
+                              capture_output=True, text=True).stdout.strip()
     except OSError: return ''                                          # no git
 
 # %% ../nbs/16_benchmarks.ipynb #4f2b9dd8
-def run_suite(presets=('qwen3-0.6b',), workloads=('batch',), peers=PEERS, batch_sizes=(1, 8, 32, 64), repeats=3,
-              name=None, out=None, device='cuda', dtype='bfloat16', mixed_requests=256, prefix_requests=32,
-              bandwidth=None, bandwidth_gib=4.0, timeout=None, verbose=True) -> list:
+def run_suite(presets=('qwen3-0.6b',), workloads=('batch',), peers=PEERS,
+              batch_sizes=(1, 8, 32, 64), repeats=3, name=None, out=None, device='cuda',
+              dtype='bfloat16', mixed_requests=256, prefix_requests=32, bandwidth=None,
+              bandwidth_gib=4.0, timeout=None, verbose=True) -> list:
     "Run each peer on each preset in its own process; floors, ratios; JSON to `out` (default RESULTS/<name>.json); the rows."
     presets, peers = ([presets] if isinstance(presets, str) else list(presets),
                       [peers] if isinstance(peers, str) else list(peers))
@@ -238,33 +262,40 @@ def run_suite(presets=('qwen3-0.6b',), workloads=('batch',), peers=PEERS, batch_
         if p not in PEERS: raise ValueError(f"unknown peer {p!r}; choose from {', '.join(PEERS)}")
     if dtype not in DTYPE_BYTES:
         raise ValueError(f"dtype {dtype!r} is not supported; choose from {', '.join(DTYPE_BYTES)}")
-    if not isinstance(repeats, int) or repeats < 1: raise ValueError(f"repeats must be an int >= 1, got {repeats!r}")
-    specs = build_specs([workloads] if isinstance(workloads, str) else workloads, batch_sizes, mixed_requests,
-                        prefix_requests)
-    if torch.device(device).type == 'cuda' and not torch.cuda.is_available(): raise RuntimeError(NO_CUDA)
+    if not isinstance(repeats, int) or repeats < 1:
+        raise ValueError(f"repeats must be an int >= 1, got {repeats!r}")
+    specs = build_specs([workloads] if isinstance(workloads, str) else workloads, batch_sizes,
+                        mixed_requests, prefix_requests)
+    if torch.device(device).type == 'cuda' and not torch.cuda.is_available():
+        raise RuntimeError(NO_CUDA)
     say = print if verbose else (lambda *a, **k: None)
     if bandwidth is None:
         bw, err = _launch(['bandwidth', '--device', device, '--gib', bandwidth_gib], timeout)
         bandwidth = bw.get('bytes_per_s')
-        say(f"copy bandwidth: {bandwidth/1e9:.0f} GB/s (read + write)" if bandwidth else f"bandwidth not measured: {err}")
+        say(f"copy bandwidth: {bandwidth/1e9:.0f} GB/s (read + write)"
+            if bandwidth else f"bandwidth not measured: {err}")
     rows = []
     for model in presets:
         for peer in peers:
             mine = [s for s in specs if supports(peer, s)]
             if not mine: continue
             t0 = time.perf_counter()
-            res, err = _launch(['worker', '--peer', peer, '--model', model, '--device', device, '--dtype', dtype,
-                                '--repeats', repeats, '--specs', json.dumps(mine)], timeout)
+            res, err = _launch(['worker', '--peer', peer, '--model', model, '--device', device,
+                                '--dtype', dtype, '--repeats', repeats, '--specs',
+                                json.dumps(mine)], timeout)
             got = res.get('results', [])
             got += [dict(index=i, label=workload_label(s), spec=s, error=err or 'no result')
                     for i, s in enumerate(mine) if i not in {g['index'] for g in got}]
-            rows += [dict(model=model, peer=peer, env=res.get('env'), **g) for g in sorted(got, key=lambda g: g['index'])]
-            say(f"{peer:10} {Path(str(model)).name}: {len(mine)} workload(s) in {time.perf_counter() - t0:.0f} s"
+            rows += [dict(model=model, peer=peer, env=res.get('env'), **g)
+                     for g in sorted(got, key=lambda g: g['index'])]
+            say(f"{peer:10} {Path(str(model)).name}: {len(mine)} workload(s) in "
+                f"{time.perf_counter() - t0:.0f} s"
                 + (f"; {err}" if err else ''))
     summarize(rows, bandwidth, dtype)
     out = Path(out) if out else RESULTS/f"{name or time.strftime('bench-%Y%m%d-%H%M%S')}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(dict(name=name or out.stem, created=time.strftime('%Y-%m-%d %H:%M:%S'), commit=_commit(),
+    out.write_text(json.dumps(dict(name=name or out.stem,
+                                   created=time.strftime('%Y-%m-%d %H:%M:%S'), commit=_commit(),
                                    bandwidth=bandwidth, rows=rows), indent=1))
     return rows
 
@@ -282,7 +313,8 @@ def print_table(rows: list):
         mine = (1.0 if r['peer'] == 'minillm'
                 else (1 / r['ratios']['minillm'] if 'minillm' in r.get('ratios', {}) else None))
         fl = f"{r['floor_pct']:6.1f}%" if r.get('floor_pct') is not None else f"{'-':>7}"
-        print(f"{head} {r['tok_s']:9.0f} {r['ms_per_step']:8.2f} {fl} {(f'{mine:8.2f}x' if mine else '-'):>9}")
+        print(f"{head} {r['tok_s']:9.0f} {r['ms_per_step']:8.2f} {fl} "
+              f"{(f'{mine:8.2f}x' if mine else '-'):>9}")
 
 # %% ../nbs/16_benchmarks.ipynb #390be510
 def plot(rows: list, path=None):
@@ -295,10 +327,14 @@ def plot(rows: list, path=None):
     w = 0.8 / max(1, len(peers))
     for j, p in enumerate(peers):
         v = {(r['model'], _wl(r)): r['tok_s'] for r in ok if r['peer'] == p}
-        ax.bar([i + j * w for i in range(len(groups))], [v.get(g, float('nan')) for g in groups], w, label=p)
-    ax.set_xticks([i + w * (len(peers) - 1) / 2 for i in range(len(groups))], [f"{m}\n{l}" for m, l in groups],
-                  fontsize=8)
-    ax.set_yscale('log'); ax.set_ylabel('output tokens/s'); ax.legend(fontsize=8); fig.tight_layout()
+        ax.bar([i + j * w for i in range(len(groups))], [v.get(g, float('nan')) for g in groups], w,
+               label=p)
+    ax.set_xticks([i + w * (len(peers) - 1) / 2 for i in range(len(groups))],
+                  [f"{m}\n{l}" for m, l in groups], fontsize=8)
+    ax.set_yscale('log')
+    ax.set_ylabel('output tokens/s')
+    ax.legend(fontsize=8)
+    fig.tight_layout()
     if path: fig.savefig(path)
     return fig
 
@@ -306,9 +342,13 @@ def plot(rows: list, path=None):
 def _names(allowed, what, extra=()):
     def parse(s):
         items = [x.strip() for x in str(s).split(',') if x.strip()]
-        bad = [x for x in items if x not in allowed and x not in extra and not (what == 'preset' and Path(x).is_dir())]
-        if bad: raise argparse.ArgumentTypeError(f"unknown {what} {bad[0]!r}; choose from {', '.join([*allowed, *extra])}"
-                                                 + (" or a checkpoint directory" if what == 'preset' else ''))
+        bad = [x for x in items if x not in allowed and x not in extra
+               and not (what == 'preset' and Path(x).is_dir())]
+        if bad:
+            raise argparse.ArgumentTypeError(f"unknown {what} {bad[0]!r}; choose from "
+                                             f"{', '.join([*allowed, *extra])}"
+                                             + (" or a checkpoint directory"
+                                                if what == 'preset' else ''))
         if not items: raise argparse.ArgumentTypeError(f"no {what} given")
         return items
     return parse
@@ -316,7 +356,8 @@ def _names(allowed, what, extra=()):
 # %% ../nbs/16_benchmarks.ipynb #bc9424d8
 def _positive(s):
     try: v = int(s)
-    except ValueError: raise argparse.ArgumentTypeError(f"must be a positive integer, got {s!r}") from None
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {s!r}") from None
     if v < 1: raise argparse.ArgumentTypeError(f"must be a positive integer, got {v}")
     return v
 
@@ -328,29 +369,36 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     "Add the options of `minillm bench` to `parser`."
     a = parser.add_argument
     a('--preset', type=_names(tuple(PRESETS), 'preset'), default=['qwen3-0.6b'],
-      help=f"models, comma-separated: {', '.join(PRESETS)} or checkpoint directories (default: qwen3-0.6b)")
+      help=f"models, comma-separated: {', '.join(PRESETS)} or checkpoint directories (default: "
+           "qwen3-0.6b)")
     a('--workload', type=_names(WORKLOADS, 'workload', ('all',)), default=['batch'],
-      help='batch, mixed, prefix, nanovllm (sampled and greedy) or all, comma-separated (default: batch)')
+      help='batch, mixed, prefix, nanovllm (sampled and greedy) or all, comma-separated (default: '
+           'batch)')
     a('--batch-sizes', type=_sizes, default=[1, 8, 32, 64],
       help='batch sizes of the batch workload (default: 1,8,32,64)')
     a('--peers', type=_names(PEERS, 'peer'), default=list(PEERS),
       help=f"comma-separated, of {', '.join(PEERS)} (default: all)")
     a('--repeats', type=_positive, default=3,
       help='timed runs per workload after the warm-up; the median is reported (default: 3)')
-    a('--mixed-requests', type=_positive, default=256, help='requests of the mixed workload (default: 256)')
-    a('--prefix-requests', type=_positive, default=32, help='requests of the prefix workload (default: 32)')
-    a('--dtype', choices=('bfloat16', 'float16'), default='bfloat16', help='weights and activations (default: bfloat16)')
-    a('--timeout', type=_positive, default=None, help='seconds after which a worker process is killed (default: none)')
-    a('--out', default=None, help='JSON file for the results (default: benchmarks/results/bench-<time>.json)')
+    a('--mixed-requests', type=_positive, default=256,
+      help='requests of the mixed workload (default: 256)')
+    a('--prefix-requests', type=_positive, default=32,
+      help='requests of the prefix workload (default: 32)')
+    a('--dtype', choices=('bfloat16', 'float16'), default='bfloat16',
+      help='weights and activations (default: bfloat16)')
+    a('--timeout', type=_positive, default=None,
+      help='seconds after which a worker process is killed (default: none)')
+    a('--out', default=None,
+      help='JSON file for the results (default: benchmarks/results/bench-<time>.json)')
     return parser
 
 # %% ../nbs/16_benchmarks.ipynb #1c870130
 def run(args) -> list:
     "Run the suite that parsed `args` describe and print its table; needs a CUDA GPU."
     if not torch.cuda.is_available(): raise RuntimeError(NO_CUDA)
-    rows = run_suite(args.preset, args.workload, args.peers, args.batch_sizes, args.repeats, out=args.out,
-                     dtype=args.dtype, mixed_requests=args.mixed_requests, prefix_requests=args.prefix_requests,
-                     timeout=args.timeout)
+    rows = run_suite(args.preset, args.workload, args.peers, args.batch_sizes, args.repeats,
+                     out=args.out, dtype=args.dtype, mixed_requests=args.mixed_requests,
+                     prefix_requests=args.prefix_requests, timeout=args.timeout)
     print_table(rows)
     return rows
 
@@ -360,7 +408,8 @@ def _worker_main(argv):
     p.add_argument('cmd', choices=('worker', 'bandwidth'))
     for k, kw in [('--peer', {}), ('--model', {}), ('--device', dict(default='cuda')),
                   ('--dtype', dict(default='bfloat16')), ('--repeats', dict(type=int, default=3)),
-                  ('--specs', dict(default='[]')), ('--gib', dict(type=float, default=4.0)), ('--out', dict(required=True))]:
+                  ('--specs', dict(default='[]')), ('--gib', dict(type=float, default=4.0)),
+                  ('--out', dict(required=True))]:
         p.add_argument(k, **kw)
     a = p.parse_args(argv)
     if torch.device(a.device).type == 'cpu': os.environ.setdefault('TRITON_INTERPRET', '1')
@@ -373,7 +422,8 @@ def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] in (['worker'], ['bandwidth']): return _worker_main(argv)
     args = add_arguments(argparse.ArgumentParser(
-        prog='minillm bench', description='Throughput of minillm next to transformers.')).parse_args(argv)
+        prog='minillm bench',
+        description='Throughput of minillm next to transformers.')).parse_args(argv)
     try: run(args)
     except (RuntimeError, ValueError, OSError) as e:
         sys.stderr.write(f"minillm bench: error: {e}\n"); sys.exit(1)

@@ -24,12 +24,14 @@ def _int_at_least(lo: int, hi: int | None = None):
     def parse(s):
         try: v = int(s)
         except ValueError: raise argparse.ArgumentTypeError(f"must be {what}, got {s!r}")
-        if v < lo or (hi is not None and v > hi): raise argparse.ArgumentTypeError(f"must be {what}, got {v}")
+        if v < lo or (hi is not None and v > hi):
+            raise argparse.ArgumentTypeError(f"must be {what}, got {v}")
         return v
     return parse
 
 # %% ../nbs/20_cli.ipynb #c6b460a5
-_positive_int, _non_negative_int, _port = _int_at_least(1), _int_at_least(0), _int_at_least(1, 65535)
+_positive_int, _non_negative_int, _port = (_int_at_least(1), _int_at_least(0),
+                                           _int_at_least(1, 65535))
 
 # %% ../nbs/20_cli.ipynb #d041c9e5
 DTYPE_CHOICES = ('auto', 'float32', 'bfloat16', 'float16')
@@ -42,35 +44,43 @@ def build_parser():
     g = sub.add_parser('generate', help='generate a continuation of a prompt')
     g.add_argument('prompt', help='the text to continue')
     g.add_argument('--model', default=DEFAULT_MODEL,
-                   help=f'checkpoint directory or Hugging Face id (default: {DEFAULT_MODEL}, a tiny random Qwen3)')
-    g.add_argument('--max-tokens', type=_positive_int, default=32, help='number of tokens to generate (default: 32)')
+                   help=f'checkpoint directory or Hugging Face id '
+                        f'(default: {DEFAULT_MODEL}, a tiny random Qwen3)')
+    g.add_argument('--max-tokens', type=_positive_int, default=32,
+                   help='number of tokens to generate (default: 32)')
     g.add_argument('--dtype', choices=DTYPE_CHOICES, default='auto',
                    help='weights and activations dtype (default: auto)')
     g.add_argument('--device', default='auto', help="'cpu', 'cuda', 'cuda:N' or 'auto' (default)")
     g.add_argument('--temperature', type=float, default=0.0, help='0 (default) is greedy')
-    g.add_argument('--top-p', type=float, default=1.0, help='nucleus sampling threshold (default: 1, off)')
+    g.add_argument('--top-p', type=float, default=1.0,
+                   help='nucleus sampling threshold (default: 1, off)')
     g.add_argument('--seed', type=int, default=None, help='seed for sampling')
     g.add_argument('--speculative-tokens', type=_non_negative_int, default=0,
                    help='n-gram drafts verified per step (default: 0, off)')
-    s = sub.add_parser('serve', help='an OpenAI-compatible server: /v1/completions, /v1/chat/completions, /metrics')
+    s = sub.add_parser('serve', help='an OpenAI-compatible server: '
+                                     '/v1/completions, /v1/chat/completions, /metrics')
     s.add_argument('--model', default=DEFAULT_MODEL,
                    help=f'checkpoint directory or Hugging Face id (default: {DEFAULT_MODEL})')
     s.add_argument('--host', default='127.0.0.1', help='address to listen on (default: 127.0.0.1)')
     s.add_argument('--port', type=_port, default=8000, help='port to listen on (default: 8000)')
-    s.add_argument('--served-model-name', default=None, help="the model's name in the API (default: --model)")
+    s.add_argument('--served-model-name', default=None,
+                   help="the model's name in the API (default: --model)")
     s.add_argument('--dtype', choices=DTYPE_CHOICES, default='auto',
                    help='weights and activations dtype (default: auto)')
     s.add_argument('--device', default='auto', help="'cpu', 'cuda', 'cuda:N' or 'auto' (default)")
     s.add_argument('--max-model-len', type=_positive_int, default=None,
                    help='longest prompt + output (default: the model\'s)')
-    s.add_argument('--max-num-seqs', type=_positive_int, default=256, help='most sequences in a step (default: 256)')
+    s.add_argument('--max-num-seqs', type=_positive_int, default=256,
+                   help='most sequences in a step (default: 256)')
     s.add_argument('--gpu-memory-utilization', type=float, default=0.9,
                    help='share of the GPU to use (default: 0.9)')
     s.add_argument('--speculative-tokens', type=_non_negative_int, default=0,
                    help='n-gram drafts per step (default: 0, off)')
-    s.add_argument('--quantization', choices=('int8',), default=None, help='int8 weights (default: none)')
+    s.add_argument('--quantization', choices=('int8',), default=None,
+                   help='int8 weights (default: none)')
     from minillm import bench
-    bench.add_arguments(sub.add_parser('bench', help='throughput benchmarks against transformers (needs a CUDA GPU)'))
+    bench.add_arguments(sub.add_parser(
+        'bench', help='throughput benchmarks against transformers (needs a CUDA GPU)'))
     return p
 
 # %% ../nbs/20_cli.ipynb #6e9b261e
@@ -79,15 +89,18 @@ def _check_args(args, parser):
     m = args.model
     if (m != DEFAULT_MODEL and not Path(m).expanduser().is_dir()
             and not (_HUB_ID.match(m) and not m.startswith(('.', '/', '~')))):
-        parser.error(f"argument --model: {m!r} is not a directory and not a Hugging Face id (owner/name)")
+        parser.error(f"argument --model: {m!r} is not a directory "
+                     f"and not a Hugging Face id (owner/name)")
     try: resolve_device(args.device)
     except ValueError as e: parser.error(f"argument --device: {e}")
 
 # %% ../nbs/20_cli.ipynb #662bcdd2
 def generate_cmd(args):
     from minillm import LLM, SamplingParams
-    llm = LLM(args.model, dtype=args.dtype, device=args.device, speculative_tokens=args.speculative_tokens)
-    params = SamplingParams(temperature=args.temperature, top_p=args.top_p, seed=args.seed, max_tokens=args.max_tokens)
+    llm = LLM(args.model, dtype=args.dtype, device=args.device,
+              speculative_tokens=args.speculative_tokens)
+    params = SamplingParams(temperature=args.temperature, top_p=args.top_p, seed=args.seed,
+                            max_tokens=args.max_tokens)
     t0, n = time.perf_counter(), 0
     for out in llm.stream(args.prompt, params):
         if out.error: raise ValueError(out.error)                  # before anything is printed
@@ -102,9 +115,10 @@ def generate_cmd(args):
 def serve_cmd(args):
     from minillm.engine import EngineConfig
     from minillm.server import serve
-    keys = ('model', 'dtype', 'device', 'max_model_len', 'max_num_seqs', 'gpu_memory_utilization', 'speculative_tokens',
-            'quantization')
-    serve(EngineConfig(**{k: getattr(args, k) for k in keys}), args.host, args.port, args.served_model_name)
+    keys = ('model', 'dtype', 'device', 'max_model_len', 'max_num_seqs', 'gpu_memory_utilization',
+            'speculative_tokens', 'quantization')
+    serve(EngineConfig(**{k: getattr(args, k) for k in keys}),
+          args.host, args.port, args.served_model_name)
 
 # %% ../nbs/20_cli.ipynb #b9af382e
 def main(argv=None):

@@ -41,13 +41,13 @@ class ModelConfig:
         if self.model_type not in SUPPORTED_MODEL_TYPES:
             raise ValueError(f"model_type {self.model_type!r} is not supported; "
                              f"supported types: {', '.join(SUPPORTED_MODEL_TYPES)}")
-        for k in ('vocab_size', 'hidden_size', 'intermediate_size', 'num_hidden_layers', 'num_attention_heads',
-                  'num_key_value_heads', 'head_dim', 'max_position_embeddings'):
+        for k in ('vocab_size', 'hidden_size', 'intermediate_size', 'num_hidden_layers',
+                  'num_attention_heads', 'num_key_value_heads', 'head_dim', 'max_position_embeddings'):
             if int(getattr(self, k)) <= 0:
                 raise ValueError(f"{k} must be a positive integer, got {getattr(self, k)!r}")
         if self.num_attention_heads % self.num_key_value_heads:
-            raise ValueError(f"num_attention_heads ({self.num_attention_heads}) must be a multiple of "
-                             f"num_key_value_heads ({self.num_key_value_heads})")
+            raise ValueError(f"num_attention_heads ({self.num_attention_heads}) must be "
+                             f"a multiple of num_key_value_heads ({self.num_key_value_heads})")
         self.eos_token_ids = tuple(self.eos_token_ids)
 
 # %% ../nbs/00_config.ipynb #099d7387
@@ -61,11 +61,12 @@ def group_size(self: ModelConfig): return self.num_attention_heads // self.num_k
 # %% ../nbs/00_config.ipynb #6ee4be24
 def _rope(d: dict) -> float:
     "The rotary base from either config layout; refuses rope scaling that this engine does not implement."
-    for key in ('rope_scaling', 'rope_parameters'):          # transformers 5 writes both; either may scale
+    for key in ('rope_scaling', 'rope_parameters'):  # transformers 5 writes both; either may scale
         rp = d.get(key) or {}
         rtype = rp.get('rope_type', rp.get('type', 'default'))
         if rtype not in (None, 'default'):
-            raise ValueError(f"rope scaling type {rtype!r} ({key}) is not supported; only the default rotary embedding "
+            raise ValueError(f"rope scaling type {rtype!r} ({key}) is not supported; "
+                             f"only the default rotary embedding "
                              f"(rope_scaling null or rope_type 'default') is implemented")
     rp = d.get('rope_parameters') or d.get('rope_scaling') or {}
     return float(d.get('rope_theta') or rp.get('rope_theta') or 10000.0)
@@ -80,9 +81,11 @@ def config_from_hf(d: dict) -> ModelConfig:
     "Build a `ModelConfig` from the dict of a Hugging Face `config.json`."
     mt = d.get('model_type')
     if mt not in SUPPORTED_MODEL_TYPES:
-        raise ValueError(f"model_type {mt!r} is not supported; supported types: {', '.join(SUPPORTED_MODEL_TYPES)}")
+        raise ValueError(f"model_type {mt!r} is not supported; "
+                         f"supported types: {', '.join(SUPPORTED_MODEL_TYPES)}")
     if d.get('use_sliding_window'):
-        raise ValueError("use_sliding_window=True is not supported; only full attention in every layer is implemented")
+        raise ValueError("use_sliding_window=True is not supported; "
+                         "only full attention in every layer is implemented")
     heads = d['num_attention_heads']
     head_dim = d.get('head_dim') or d['hidden_size'] // heads
     qwen2 = mt == 'qwen2'

@@ -33,14 +33,16 @@ def capture_graph(fn, pool=None):
     return g, out
 
 # %% ../nbs/11_cuda_graphs.ipynb #8f098fa3
-BY_TOKENS = ('prefill', 'mixed')                           # kinds whose graphs are bucketed by tokens
+# kinds whose graphs are bucketed by tokens
+BY_TOKENS = ('prefill', 'mixed')
 
 class GraphBank:
     "CUDA graphs of a runner's step, one per (kind, bucket), each reading a static batch in place."
     def __init__(self, runner, emulate: bool = False):
         self.emulate, self.buckets, self.tokens, self.seqs, self.replays = emulate, {}, {}, {}, {}
         shape, dev = (runner.max_seqs, runner.max_width), runner.device
-        self.tables = torch.full(shape, runner.spare_block, dtype=torch.int32, device=dev)  # static tables
+        # static tables
+        self.tables = torch.full(shape, runner.spare_block, dtype=torch.int32, device=dev)
         self.static, self.graphs, self.outputs, self.pool = {}, {}, {}, None
 
     def _pad(self, kind: str, b: int) -> tuple:
@@ -61,12 +63,14 @@ class GraphBank:
 def add(self: GraphBank, runner, kind: str, buckets, tokens: int = 1, seqs: int = 1):
     """Capture `kind` steps at each of `buckets`: sequences of `tokens` tokens each, or for a kind of
     `BY_TOKENS`, tokens in all, of at most `seqs` sequences."""
-    self.buckets[kind], self.tokens[kind], self.seqs[kind], self.replays[kind] = sorted(buckets), tokens, seqs, 0
+    self.buckets[kind], self.tokens[kind], self.seqs[kind], self.replays[kind] = (
+        sorted(buckets), tokens, seqs, 0)
     for b in sorted(buckets, reverse=True):
         pad = self._pad(kind, b)
         batch = runner.pack([], None, pad=pad)                    # all padding, in place
         max_q = pad[1] if kind in BY_TOKENS else tokens
-        batch = dataclasses.replace(batch, kind=kind, max_q_len=max_q, fed=kind in ('decode', 'mixed'),
+        batch = dataclasses.replace(batch, kind=kind, max_q_len=max_q,
+                                    fed=kind in ('decode', 'mixed'),
                                     block_tables=self.tables[:pad[0]])
         self.static[kind, b] = batch
         if not self.emulate:
@@ -91,13 +95,15 @@ class OverlapStep(PlainStep):
     "Launch a step whose rows the device can choose alone before reading the tokens of the one in flight."
     def __init__(self, runner):
         n, cuda = runner.sampled.shape[0], runner.device.type == 'cuda'
-        self.host = torch.zeros(2, n, dtype=torch.long, device='cpu', pin_memory=cuda)   # tokens of two steps
+        # tokens of two steps
+        self.host = torch.zeros(2, n, dtype=torch.long, device='cpu', pin_memory=cuda)
         self.done = [torch.cuda.Event() if cuda else None for _ in range(2)]
         self.turn, self.inflight, self.launched = 0, None, 0          # inflight: (sequences, turn)
 
     def overlappable(self, engine, scheduled) -> bool:
         "With `config.overlap`: each sequence decodes (input maybe in flight) or runs known tokens, each row on the device?"
-        known = all(not s.pending or (n == 1 and s.num_computed + 1 == s.num_tokens) for s, n in scheduled)
+        known = all(not s.pending or (n == 1 and s.num_computed + 1 == s.num_tokens)
+                    for s, n in scheduled)
         rows = all(on_device(s.params, s.output_ids) for s, _ in scheduled)
         return engine.config.overlap and len(scheduled) > 0 and known and rows
 
@@ -107,7 +113,8 @@ def step(self: OverlapStep, engine, scheduled):
     "Run `scheduled`: launched before the step in flight is read, when it can be."
     if not self.overlappable(engine, scheduled):
         drained = self.inflight is not None
-        self.drain(engine)                                        # this step needs every token first
+        # this step needs every token first
+        self.drain(engine)
         scheduled = [x for x in scheduled if x[0].status != FINISHED]
         if scheduled or not drained: PlainStep.step(self, engine, scheduled)
         return
@@ -115,18 +122,22 @@ def step(self: OverlapStep, engine, scheduled):
     feed = {} if last is None else {s: i for i, s in enumerate(last[0])}
     batch = r.pack(scheduled, engine.block_manager, feed=feed)
     logits = r.run(batch)
-    n = len(batch.samplers)                                       # decodes, and prompts that end here
-    pending = None                                                # penalised rows: their last tokens, in flight
+    # decodes, and prompts that end here
+    n = len(batch.samplers)
+    # penalised rows: their last tokens, in flight
+    pending = None
     if batch.fed and any(penalised(s.params) for s in batch.samplers):
         f = batch.feed[batch.sample_rows[:n].long()].long()
         pending = torch.where(f >= 0, r.sampled[f.clamp(min=0)], -1)
-    out = engine.sample(logits, batch.samplers, out=r.sampled[:n], pending=pending)   # on the device
+    # on the device
+    out = engine.sample(logits, batch.samplers, out=r.sampled[:n], pending=pending)
     self.turn ^= 1
     self.host[self.turn, :n].copy_(out.tokens, non_blocking=True)
     if self.done[self.turn] is not None: self.done[self.turn].record()
     for s in batch.samplers: s.reserve()
     self.inflight, self.launched = (batch.samplers, self.turn), self.launched + 1
-    if last is not None: self._read(engine, last)                  # step n's tokens, step n+1 running
+    # step n's tokens, step n+1 running
+    if last is not None: self._read(engine, last)
     engine.scheduler.update([x for x in scheduled if x[0].status != FINISHED])
 
 # %% ../nbs/11_cuda_graphs.ipynb #c94106da
@@ -162,7 +173,8 @@ def graphs_plugin(engine):
         "The buckets of `grid` above `lo` that fit the runner, up to the first that holds `top` tokens."
         fit = [b for b in grid if lo < b <= room]
         return [b for i, b in enumerate(fit) if i == 0 or fit[i - 1] < top]
-    r.graphs.add(r, 'prefill', sizes([16 << i for i in range(8)], 0, c.max_num_batched_tokens) or [16])  # to 2048
+    r.graphs.add(r, 'prefill',
+                 sizes([16 << i for i in range(8)], 0, c.max_num_batched_tokens) or [16])  # to 2048
     seqs = min(64, batch_buckets(c.max_num_seqs)[-1], c.max_num_batched_tokens)
     top = c.max_num_batched_tokens + seqs                           # a step's most tokens, padded
     r.graphs.add(r, 'mixed', sizes(range(128, 2049, 128), seqs, top), seqs=seqs)

@@ -41,35 +41,41 @@ class EngineConfig:
     quantization: str | None = None     # None or 'int8' (int8 chapter)
     attention_backend: str = 'auto'     # 'torch' (reference) or 'triton'; auto: triton on CUDA
     cuda_graphs: str = 'auto'           # 'on', 'off', 'emulate' (run eagerly); auto: on with triton
-    overlap: bool = True                # with graphs: launch a step before reading the last one's tokens
+    # with graphs: launch a step before reading the last one's tokens
+    overlap: bool = True
     speculative_tokens: int = 0         # n-gram drafts verified per decode step; 0: off
     prompt_lookup_max: int = 4          # longest n-gram looked up for drafts
     prompt_lookup_min: int = 2          # shortest n-gram looked up for drafts
     speculative_max_batch: int = 16     # larger decode steps run without speculation
 
     def __post_init__(self):
-        if not isinstance(self.overlap, bool): raise ValueError(f"overlap must be a bool, got {self.overlap!r}")
+        if not isinstance(self.overlap, bool):
+            raise ValueError(f"overlap must be a bool, got {self.overlap!r}")
         choices = dict(attention_backend=('auto', 'torch', 'triton'),
                        cuda_graphs=('auto', 'on', 'off', 'emulate'))
         for k, ok in choices.items():
             v = getattr(self, k)
-            if v not in ok: raise ValueError(f"{k} must be one of {', '.join(map(repr, ok))}, got {v!r}")
+            if v not in ok:
+                raise ValueError(f"{k} must be one of {', '.join(map(repr, ok))}, got {v!r}")
         lows = dict(block_size=1, max_num_seqs=1, max_num_batched_tokens=1, speculative_tokens=0,
                     prompt_lookup_max=1, prompt_lookup_min=1, speculative_max_batch=1)
         for k, lo in lows.items():
             v = getattr(self, k)
             if not _is_int(v) or v < lo: raise ValueError(f"{k} must be an int >= {lo}, got {v!r}")
         lo, hi = self.prompt_lookup_min, self.prompt_lookup_max
-        if lo > hi: raise ValueError(f"prompt_lookup_min ({lo}) must be <= prompt_lookup_max ({hi})")
+        if lo > hi:
+            raise ValueError(f"prompt_lookup_min ({lo}) must be <= prompt_lookup_max ({hi})")
         for k in ('max_model_len', 'num_kv_blocks'):
             v = getattr(self, k)
             if v is not None and (not _is_int(v) or v < 1):
                 raise ValueError(f"{k} must be None or an int >= 1, got {v!r}")
         if not 0 < self.gpu_memory_utilization <= 1:
-            raise ValueError(f"gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization!r}")
+            raise ValueError(f"gpu_memory_utilization must be in (0, 1], "
+                             f"got {self.gpu_memory_utilization!r}")
 
 # %% ../nbs/09_engine.ipynb #e0a10002
-PLUGINS = {}   # name -> (chapter, setup(engine)), added by later chapters' modules, run in chapter order
+# name -> (chapter, setup(engine)), added by later chapters' modules, run in chapter order
+PLUGINS = {}
 _PROVIDERS = dict(triton='minillm.kernels.attention', cuda_graphs='minillm.cuda_graphs',
                   speculation='minillm.speculative')
 
@@ -84,12 +90,13 @@ def resolve_features(c: EngineConfig, device) -> tuple:
     cuda = torch.device(device).type == 'cuda'
     backend, graphs = c.attention_backend, c.cuda_graphs
     if backend == 'auto': backend = 'triton' if cuda and 'triton' in PLUGINS else 'torch'
-    if graphs == 'auto': graphs = 'on' if backend == 'triton' and 'cuda_graphs' in PLUGINS else 'off'
+    if graphs == 'auto':
+        graphs = 'on' if backend == 'triton' and 'cuda_graphs' in PLUGINS else 'off'
     if graphs == 'on' and not cuda:
         raise ValueError("cuda_graphs='on' needs a CUDA device; use 'off' or 'emulate'")
     if graphs == 'on' and backend == 'torch':
-        raise ValueError("cuda_graphs='on' needs attention_backend='triton' (the reference attention "
-                         "cannot be captured); use 'off' or 'emulate'")
+        raise ValueError("cuda_graphs='on' needs attention_backend='triton' "
+                         "(the reference attention cannot be captured); use 'off' or 'emulate'")
     if backend == 'triton': _require('triton', "attention_backend='triton'")
     if graphs != 'off': _require('cuda_graphs', f"cuda_graphs={graphs!r}")
     if c.speculative_tokens: _require('speculation', 'speculative_tokens > 0')
@@ -117,8 +124,10 @@ class Choice:
 def completion(self: Choice, error=None, delta=False) -> CompletionOutput | None:
     "The completion so far; with `delta`, what is new since the last delta, or None."
     s, p = self.seq, self.seq.params
-    reason, cum = 'error' if error else s.finish_reason, None if p.logprobs is None else self.cum_logprob
-    if not delta: return CompletionOutput(self.index, self.text, list(s.output_ids), reason, self.logprobs, cum)
+    reason, cum = ('error' if error else s.finish_reason,
+                   None if p.logprobs is None else self.cum_logprob)
+    if not delta: return CompletionOutput(self.index, self.text, list(s.output_ids), reason,
+                                          self.logprobs, cum)
     done = self.finished or error is not None
     hold = 0 if done or not p.stop else max(map(len, p.stop)) - 1
     upto = max(self.sent_text, len(self.text) - hold)
@@ -187,15 +196,17 @@ class LLMEngine:
         self.num_blocks = c.num_kv_blocks or self._auto_blocks()
         self.block_manager = BlockManager(self.num_blocks, c.block_size, c.enable_prefix_caching)
         self.scheduler = Scheduler(self.block_manager, c.max_num_seqs, c.max_num_batched_tokens)
-        seqs = -(-c.max_num_seqs // 16) * 16                # the largest batch, padded to a graph's size
+        seqs = -(-c.max_num_seqs // 16) * 16   # the largest batch, padded to a graph's size
         tokens = max(c.max_num_batched_tokens, 512) + seqs * (c.speculative_tokens + 1)
         width = -(-self.max_model_len // c.block_size)
         self.runner = ModelRunner(self.model, self.num_blocks, c.block_size, tokens, seqs, width)
         self.generator = torch.Generator(self.device).manual_seed(c.seed)
-        self.simple_sampler = sample_simple                 # samples a batch of simple rows (a later chapter's kernel)
-        self.stepper = PlainStep()                          # how a step runs; later chapters bring others
+        # samples a batch of simple rows (a later chapter's kernel)
+        self.simple_sampler = sample_simple
+        # how a step runs; later chapters bring others
+        self.stepper = PlainStep()
         self.requests, self._by_seq, self._changed, self._next_seq = {}, {}, {}, 0
-        self.penalties = None                               # `PenaltyCounts`, made for the first penalised row
+        self.penalties = None   # `PenaltyCounts`, made for the first penalised row
         for _, setup in sorted(PLUGINS.values(), key=lambda p: p[0]): setup(self)
 
 # %% ../nbs/09_engine.ipynb #b2afa2fc
@@ -215,8 +226,10 @@ def _auto_blocks(self: LLMEngine):
     per = kv_bytes_per_block(self.model.config, c.block_size, dt)
     if dev.type == 'cuda':
         free, total = torch.cuda.mem_get_info(dev)
-        free += torch.cuda.memory_reserved(dev) - torch.cuda.memory_allocated(dev)   # cached by torch
-        budget = total * c.gpu_memory_utilization - (total - free) - 2 * 2**30     # 2 GiB of activations
+        # cached by torch
+        free += torch.cuda.memory_reserved(dev) - torch.cuda.memory_allocated(dev)
+        # 2 GiB of activations
+        budget = total * c.gpu_memory_utilization - (total - free) - 2 * 2**30
     else: budget = min(256 * 2**20, c.max_num_seqs * self.max_model_len / c.block_size * per)
     if budget < per:
         raise ValueError(f"no memory left for the KV cache (need {per} bytes per block); "
@@ -235,7 +248,8 @@ def _prompt_ids(self: LLMEngine, prompt, params) -> list:
     if isinstance(prompt, str): ids = self.tokenizer.encode(prompt)
     elif is_token_ids(prompt): ids = list(prompt)
     else:
-        raise TypeError(f"a prompt must be a str or a list of int token ids, got {type(prompt).__name__}")
+        raise TypeError(f"a prompt must be a str or a list of int token ids, "
+                        f"got {type(prompt).__name__}")
     V, n = self.model.config.vocab_size, len(ids)
     if not ids: raise ValueError("the prompt is empty")
     bad = [t for t in ids if not 0 <= t < V]
@@ -246,18 +260,19 @@ def _prompt_ids(self: LLMEngine, prompt, params) -> list:
                          f"exceeds max_model_len ({self.max_model_len})")
     need = math.ceil(total / self.config.block_size)
     if need > self.num_blocks:
-        raise ValueError(f"the request needs {need} KV blocks ({total} tokens) but the whole pool has "
-                         f"{self.num_blocks}; lower max_tokens or enlarge the pool (num_kv_blocks, "
+        raise ValueError(f"the request needs {need} KV blocks ({total} tokens) "
+                         f"but the whole pool has {self.num_blocks}; "
+                         f"lower max_tokens or enlarge the pool (num_kv_blocks, "
                          "gpu_memory_utilization)")
     return ids
 
 # %% ../nbs/09_engine.ipynb #2934486d
 @patch
 def add_request(self: LLMEngine,
-                request_id,                            # any hashable id, unique among unfinished requests
-                prompt,                                # a str, or a list of token ids
+                request_id,   # any hashable id, unique among unfinished requests
+                prompt,       # a str, or a list of token ids
                 params: SamplingParams | None = None,
-                stream: bool = False):                 # return increments every step, not one final output
+                stream: bool = False):   # return increments every step, not one final output
     "Queue `prompt` under `request_id`: it joins the running batch at the next step."
     params = SamplingParams() if params is None else params
     if not isinstance(params, SamplingParams):
@@ -292,8 +307,9 @@ def _stop(self: LLMEngine, req: Request, reason: str):
     req.later = []
     for c in req.choices:
         if c.seq.status == FINISHED: continue
-        if c.seq.status == RUNNING or c.seq in self.scheduler.waiting: self.scheduler.finish(c.seq, reason)
-        else: c.seq.status, c.seq.finish_reason = FINISHED, reason            # a choice not queued yet
+        if c.seq.status == RUNNING or c.seq in self.scheduler.waiting:
+            self.scheduler.finish(c.seq, reason)
+        else: c.seq.status, c.seq.finish_reason = FINISHED, reason   # a choice not queued yet
 
 # %% ../nbs/09_engine.ipynb #33cc5869
 @patch
@@ -328,7 +344,8 @@ def _on_token(self: LLMEngine, req: Request, ch: Choice, tok: int, lp):
     reason = 'stop' if eos or tok in p.stop_token_ids else 'length' if n >= p.max_tokens else None
     if req.stream or p.stop:                                       # text as it comes
         before = len(ch.text)
-        delta, *ch.window = detokenize_step(self.tokenizer, s.output_ids, *ch.window, skip, final=bool(reason))
+        delta, *ch.window = detokenize_step(self.tokenizer, s.output_ids, *ch.window, skip,
+                                            final=bool(reason))
         ch.text += delta
         if p.stop and n >= p.min_tokens:
             hits = [ch.text.find(x, max(0, before - len(x) + 1)) for x in p.stop]
@@ -353,7 +370,7 @@ def deliver(self: LLMEngine, seqs, tokens, logprobs):
             except Exception as e:
                 req.error = f"{type(e).__name__}: {e}"
                 self._stop(req, 'error')
-        if req.later and req.error is None:                  # the prompt is computed: the other choices
+        if req.later and req.error is None:   # the prompt is computed: the other choices
             for q in req.later: self.scheduler.add(q)
             req.later = []
         self._changed[req] = None
@@ -361,30 +378,36 @@ def deliver(self: LLMEngine, seqs, tokens, logprobs):
 # %% ../nbs/09_engine.ipynb #e0a10005
 @patch
 def sample(self: LLMEngine, logits, seqs, drafts=None, out=None,
-           pending=None):   # `[R]` on the device: each row's last token if it is still being sampled, else -1
+           # `[R]` on the device: each row's last token if it is still being sampled, else -1
+           pending=None):
     "`SamplerOutput` of `logits` `[R, V]`: a row per sequence, or per sequence `len(drafts[i]) + 1` rows."
     drafts = drafts or [[] for _ in seqs]
     rows = [(s, d[:j], s.num_tokens + j) for s, d in zip(seqs, drafts) for j in range(len(d) + 1)]
     keys = [None if s.params.seed is None else sample_key(s.params.seed, pos) for s, _, pos in rows]
     params, prompts = [s.params for s, _, _ in rows], [s.prompt_ids for s, _, _ in rows]
-    outputs = [s.output_ids + d if d else s.output_ids for s, d, _ in rows]   # drafts as if generated
-    pen = None                       # penalties from device counts: a row per sequence, every row on the device
-    if len(rows) == len(seqs) and any(map(penalised, params)) and all(map(on_device, params, outputs)):
+    # drafts as if generated
+    outputs = [s.output_ids + d if d else s.output_ids for s, d, _ in rows]
+    pen = None   # penalties from device counts: a row per sequence, every row on the device
+    if (len(rows) == len(seqs) and any(map(penalised, params))
+            and all(map(on_device, params, outputs))):
         pen = *self._penalty_slots(logits, seqs), pending
     eos = self.eos_token_ids
-    return sample_logits(logits, params, prompts, outputs, keys, eos, self.generator, out, self.simple_sampler, pen)
+    return sample_logits(logits, params, prompts, outputs, keys, eos, self.generator, out,
+                         self.simple_sampler, pen)
 
 # %% ../nbs/09_engine.ipynb #09665a6e
 @patch
 def _penalty_slots(self: LLMEngine, logits, seqs) -> tuple:
     "`(PenaltyCounts, slots)` of a row per sequence of `seqs`, the penalised ones counted up to their outputs."
-    if self.penalties is None: self.penalties = PenaltyCounts(self.runner.max_seqs, logits.shape[-1], logits.device)
+    if self.penalties is None:
+        self.penalties = PenaltyCounts(self.runner.max_seqs, logits.shape[-1], logits.device)
     pc = self.penalties
     new = sum(penalised(s.params) and s.seq_id not in pc.slots for s in seqs)
-    if new > len(pc.free):                                   # free the slots of sequences not running now
+    if new > len(pc.free):   # free the slots of sequences not running now
         running = {s.seq_id for s in self.scheduler.running}
         for key in [k for k in pc.slots if k not in running]: pc.drop(key)
-    return pc, pc.update([(s.seq_id, s.prompt_ids, s.output_ids) if penalised(s.params) else None for s in seqs])
+    return pc, pc.update([(s.seq_id, s.prompt_ids, s.output_ids) if penalised(s.params) else None
+                          for s in seqs])
 
 # %% ../nbs/09_engine.ipynb #7a2e07fc
 @patch
@@ -400,10 +423,11 @@ def step(self: LLMEngine) -> list:
 def _fail(self: LLMEngine, e: Exception):
     "A step failed: every running request fails with it and releases its blocks; waiting ones stay queued."
     what, n = f"{type(e).__name__}: {e}", len(self.scheduler.running)
-    warnings.warn(f"engine step failed, {n} running requests aborted: {what}\n{traceback.format_exc()}")
+    warnings.warn(f"engine step failed, {n} running requests aborted: {what}\n"
+                  f"{traceback.format_exc()}")
     self.stepper.reset()
     for s in list(self.scheduler.running):
-        if s.status == FINISHED: continue                     # another choice of a request failed already
+        if s.status == FINISHED: continue   # another choice of a request failed already
         req, _ = self._by_seq[s.seq_id]
         req.error = f"aborted: engine step failed ({what})"
         self._stop(req, 'abort')

@@ -20,7 +20,8 @@ class ContiguousKVCache:
         shape = (c.num_hidden_layers, batch, max_len, c.num_key_value_heads, c.head_dim)
         self.k, self.v = (torch.zeros(shape, dtype=p.dtype, device=p.device),
                           torch.zeros(shape, dtype=p.dtype, device=p.device))
-        self.valid = torch.zeros(batch, max_len, dtype=torch.bool, device=p.device)   # real (non-pad) slots
+        # real (non-pad) slots
+        self.valid = torch.zeros(batch, max_len, dtype=torch.bool, device=p.device)
         self.filled, self.max_len = 0, max_len
 
 # %% ../nbs/05_kv_cache.ipynb #5e1ade37
@@ -28,10 +29,11 @@ class ContiguousKVCache:
 def extend(self: ContiguousKVCache, valid):
     "Declare the next `valid.shape[1]` slots (`valid`: [B, T] bool, False for padding); returns their positions."
     T = valid.shape[1]
-    if self.filled + T > self.max_len: raise ValueError(f"cache holds {self.max_len} tokens; {self.filled + T} needed")
+    if self.filled + T > self.max_len:
+        raise ValueError(f"cache holds {self.max_len} tokens; {self.filled + T} needed")
     self.start, self.filled = self.filled, self.filled + T
     self.valid[:, self.start:self.filled] = valid
-    return (self.valid[:, :self.filled].long().cumsum(1) - 1).clamp(min=0)[:, self.start:]   # [B, T]
+    return (self.valid[:, :self.filled].long().cumsum(1) - 1).clamp(min=0)[:, self.start:]  # [B, T]
 
 # %% ../nbs/05_kv_cache.ipynb #769b861f
 @patch
@@ -39,14 +41,17 @@ def __call__(self: ContiguousKVCache, layer, q, k, v):
     "Write this step's k/v `[B, T, Hkv, D]` into the cache, attend over everything cached so far."
     s, e = self.start, self.filled
     self.k[layer, :, s:e], self.v[layer, :, s:e] = k, v
-    K, V = self.k[layer, :, :e], self.v[layer, :, :e]                                   # [B, e, Hkv, D]
+    K, V = self.k[layer, :, :e], self.v[layer, :, :e]                  # [B, e, Hkv, D]
     qs, ks = torch.arange(s, e, device=q.device), torch.arange(e, device=q.device)
-    # a query sees earlier-or-same real slots; a pad query also sees itself, so no softmax row is empty
-    mask = (ks[None, :] <= qs[:, None]) & (self.valid[:, None, :e] | (ks[None, :] == qs[:, None]))  # [B, T, e]
+    # a query sees earlier-or-same real slots;
+    # a pad query also sees itself, so no softmax row is empty
+    mask = ((ks[None, :] <= qs[:, None])
+            & (self.valid[:, None, :e] | (ks[None, :] == qs[:, None])))  # [B, T, e]
     g = q.shape[2] // K.shape[2]
-    qh, Kh, Vh = q.transpose(1, 2), K.transpose(1, 2).repeat_interleave(g, 1), V.transpose(1, 2).repeat_interleave(g, 1)
-    o = F.scaled_dot_product_attention(qh, Kh, Vh, attn_mask=mask[:, None])               # [B, Hq, T, D]
-    return o.transpose(1, 2)                                                              # [B, T, Hq, D]
+    qh, Kh, Vh = (q.transpose(1, 2), K.transpose(1, 2).repeat_interleave(g, 1),
+                  V.transpose(1, 2).repeat_interleave(g, 1))
+    o = F.scaled_dot_product_attention(qh, Kh, Vh, attn_mask=mask[:, None])  # [B, Hq, T, D]
+    return o.transpose(1, 2)                                                 # [B, T, Hq, D]
 
 # %% ../nbs/05_kv_cache.ipynb #5754849d
 def _left_pad(prompts: list, device) -> tuple:
@@ -54,12 +59,14 @@ def _left_pad(prompts: list, device) -> tuple:
     B, L = len(prompts), max(len(p) for p in prompts)
     ids = torch.zeros(B, L, dtype=torch.long, device=device)
     valid = torch.zeros(B, L, dtype=torch.bool, device=device)
-    for i, p in enumerate(prompts): ids[i, L - len(p):], valid[i, L - len(p):] = torch.tensor(p), True
+    for i, p in enumerate(prompts):
+        ids[i, L - len(p):], valid[i, L - len(p):] = torch.tensor(p), True
     return ids, valid
 
 # %% ../nbs/05_kv_cache.ipynb #5782b416
 @torch.no_grad()
-def generate_cached(model: QwenForCausalLM, prompts: list, max_new_tokens: int, eos_token_ids=()) -> list:
+def generate_cached(model: QwenForCausalLM, prompts: list, max_new_tokens: int,
+                    eos_token_ids=()) -> list:
     "Greedy generation for a batch of prompts (lists of token ids) with a contiguous KV cache."
     if not prompts or any(len(p) == 0 for p in prompts):
         raise ValueError("prompts must be a non-empty list of non-empty token lists")
@@ -67,12 +74,13 @@ def generate_cached(model: QwenForCausalLM, prompts: list, max_new_tokens: int, 
     cache = ContiguousKVCache(model, B, L + max_new_tokens)
     ids, valid = _left_pad(prompts, dev)
     out, done = [[] for _ in prompts], [False] * B
-    pos = cache.extend(valid)                                                         # prefill
-    nxt = model.logits(model.hidden(ids, pos, cache)[:, -1]).argmax(-1)               # [B]
+    pos = cache.extend(valid)                                            # prefill
+    nxt = model.logits(model.hidden(ids, pos, cache)[:, -1]).argmax(-1)  # [B]
     for step in range(max_new_tokens):
         for i, t in enumerate(nxt.tolist()):
             if not done[i]: out[i].append(t); done[i] = t in eos_token_ids
         if all(done) or step == max_new_tokens - 1: break
-        pos = cache.extend(torch.ones(B, 1, dtype=torch.bool, device=dev))              # decode one token per row
+        # decode one token per row
+        pos = cache.extend(torch.ones(B, 1, dtype=torch.bool, device=dev))
         nxt = model.logits(model.hidden(nxt[:, None], pos, cache)[:, -1]).argmax(-1)
     return out

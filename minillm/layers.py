@@ -16,7 +16,9 @@ __all__ = ['RMSNorm', 'RotaryEmbedding', 'rotate_half', 'apply_rotary', 'causal_
 # %% ../nbs/01_layers.ipynb #c28a4eca
 class RMSNorm(nn.Module):
     "Root-mean-square norm with fp32 accumulation; optionally adds `residual` first and returns the new residual."
-    kernel = None   # a fused implementation with the same semantics may be plugged in (see the fused kernels chapter)
+    # a fused implementation with the same semantics may be plugged in
+    # (see the fused kernels chapter)
+    kernel = None
     def __init__(self, dim: int, eps: float = 1e-6):
         super().__init__()
         self.eps, self.weight = eps, nn.Parameter(torch.ones(dim))
@@ -42,10 +44,11 @@ class RotaryEmbedding(nn.Module):
 @patch
 def build(self: RotaryEmbedding, device):
     "Compute the fp32 tables on `device`."
-    inv_freq = 1.0 / (self.base ** (torch.arange(0, self.head_dim, 2, dtype=torch.int64, device=device).float()
-                                    / self.head_dim))
-    freqs = torch.arange(self.max_positions, device=device).float()[:, None] * inv_freq[None, :]  # [P, D/2]
-    emb = torch.cat([freqs, freqs], -1)                                                             # [P, D]
+    inv_freq = 1.0 / (self.base ** (torch.arange(0, self.head_dim, 2, dtype=torch.int64,
+                                                 device=device).float() / self.head_dim))
+    # [P, D/2]
+    freqs = torch.arange(self.max_positions, device=device).float()[:, None] * inv_freq[None, :]
+    emb = torch.cat([freqs, freqs], -1)  # [P, D]
     self.cos, self.sin = emb.cos(), emb.sin()
     return self
 
@@ -71,9 +74,9 @@ def apply_rotary(x, cos, sin):
 def causal_attention(q, k, v):
     "Causal GQA: q `[B, T, Hq, D]`, k/v `[B, T, Hkv, D]` -> `[B, T, Hq, D]`."
     g = q.shape[-2] // k.shape[-2]
-    q, k, v = (t.transpose(1, 2) for t in (q, k, v))                                 # [B, H, T, D]
+    q, k, v = (t.transpose(1, 2) for t in (q, k, v))                              # [B, H, T, D]
     if g > 1: k, v = k.repeat_interleave(g, 1), v.repeat_interleave(g, 1)
-    return F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2)    # [B, T, Hq, D]
+    return F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2)  # [B, T, Hq, D]
 
 # %% ../nbs/01_layers.ipynb #7030b3ed
 class Attention(nn.Module):
@@ -85,15 +88,16 @@ class Attention(nn.Module):
         self.qkv_proj = nn.Linear(cfg.hidden_size, cfg.q_size + 2 * cfg.kv_size, bias=cfg.qkv_bias)
         self.o_proj = nn.Linear(cfg.q_size, cfg.hidden_size, bias=cfg.o_bias)
         if cfg.qk_norm:
-            self.q_norm, self.k_norm = RMSNorm(cfg.head_dim, cfg.rms_norm_eps), RMSNorm(cfg.head_dim, cfg.rms_norm_eps)
+            self.q_norm, self.k_norm = (RMSNorm(cfg.head_dim, cfg.rms_norm_eps),
+                                        RMSNorm(cfg.head_dim, cfg.rms_norm_eps))
 
 # %% ../nbs/01_layers.ipynb #45ad7904
 @patch
 def forward(self: Attention, x, cos, sin, attn=None):
     c = self.cfg
     q, k, v = self.qkv_proj(x).split([c.q_size, c.kv_size, c.kv_size], -1)
-    q = q.view(*x.shape[:-1], c.num_attention_heads, c.head_dim)                     # [..., T, Hq, D]
-    k = k.view(*x.shape[:-1], c.num_key_value_heads, c.head_dim)                     # [..., T, Hkv, D]
+    q = q.view(*x.shape[:-1], c.num_attention_heads, c.head_dim)  # [..., T, Hq, D]
+    k = k.view(*x.shape[:-1], c.num_key_value_heads, c.head_dim)  # [..., T, Hkv, D]
     v = v.view(*x.shape[:-1], c.num_key_value_heads, c.head_dim)
     if self.rope_kernel is not None:
         q, k = self.rope_kernel(q, k, self.q_norm.weight if c.qk_norm else None,
@@ -102,7 +106,7 @@ def forward(self: Attention, x, cos, sin, attn=None):
         if c.qk_norm: q, k = self.q_norm(q), self.k_norm(k)
         q, k = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
     o = causal_attention(q, k, v) if attn is None else attn(self.layer_idx, q, k, v)
-    return self.o_proj(o.flatten(-2))                                                # [..., T, hidden]
+    return self.o_proj(o.flatten(-2))                             # [..., T, hidden]
 
 # %% ../nbs/01_layers.ipynb #38c0fdbe
 class MLP(nn.Module):

@@ -56,7 +56,8 @@ def normalize_prompts(prompts, sampling_params):
                              "give one, or one per prompt")
         return prompts, list(sp)
     if not isinstance(sp, SamplingParams):
-        raise TypeError(f"sampling_params must be SamplingParams or a list of them, got {type(sp).__name__}")
+        raise TypeError("sampling_params must be SamplingParams or a list of them, got "
+                        f"{type(sp).__name__}")
     return prompts, [sp] * len(prompts)
 
 # %% ../nbs/09a_llm.ipynb #9a00000a
@@ -87,10 +88,12 @@ def _results(self: LLM, ids):
             with self._lock:
                 if not any(i in self._inbox for i in pending):
                     eng = self._engine()
-                    if not eng.has_unfinished_requests(): raise RuntimeError("the engine lost requests")
+                    if not eng.has_unfinished_requests():
+                        raise RuntimeError("the engine lost requests")
                     for o in eng.step(): self._inbox.setdefault(o.request_id, []).append(o)
                 mine = [o for i in list(pending) for o in self._inbox.pop(i, [])]
-            time.sleep(0)      # locks are not fair: let a thread that waits for this one take it before we step again
+            # locks are not fair: let a thread that waits for this one take it before we step again
+            time.sleep(0)
             for o in mine:
                 if o.finished: pending.discard(o.request_id)
                 yield o
@@ -128,10 +131,11 @@ def _run_stats(self: LLM, results, seconds, stats0) -> dict:
     n_in = sum(len(r.prompt_token_ids) for r in results)
     n_out = sum(len(c.token_ids) for r in results for c in r.outputs)
     s = self._engine().stats()
-    d = {k: s[k] - stats0[k] for k in ('preemptions', 'drafts_proposed', 'drafts_accepted') if k in s}
+    d = {k: s[k] - stats0[k] for k in ('preemptions', 'drafts_proposed', 'drafts_accepted')
+         if k in s}
     run = dict(seconds=seconds, prompt_tokens=n_in, output_tokens=n_out,
-               output_tokens_per_s=n_out / seconds if seconds else 0.0, preemptions=d['preemptions'],
-               prefix_cache_hit_rate=s['prefix_cache_hit_rate'])
+               output_tokens_per_s=n_out / seconds if seconds else 0.0,
+               preemptions=d['preemptions'], prefix_cache_hit_rate=s['prefix_cache_hit_rate'])
     if 'drafts_proposed' in d:
         p, a = d['drafts_proposed'], d['drafts_accepted']
         run.update(drafts_proposed=p, drafts_accepted=a, draft_acceptance_rate=a / p if p else 0.0)
@@ -149,7 +153,8 @@ def stream(self: LLM, prompts, sampling_params=None):
     for o in self._results([rid for rid, err in subs if err is None]):
         for c in o.outputs:                                          # the completions with news
             done = c.finish_reason is not None
-            yield StreamOutput(index[o.request_id], c.text, c.token_ids, done, c.finish_reason, o.error, c.index)
+            yield StreamOutput(index[o.request_id], c.text, c.token_ids, done, c.finish_reason,
+                               o.error, c.index)
 
 # %% ../nbs/09a_llm.ipynb #9a000031
 @patch
@@ -164,5 +169,6 @@ def chat(self: LLM,
     one = isinstance(messages, (list, tuple)) and bool(messages) and isinstance(messages[0], dict)
     convs = [messages] if one or not isinstance(messages, (list, tuple)) else list(messages)
     kw = chat_template_kwargs or {}
-    prompts = [chat_prompt(self.tokenizer, c, chat_template, add_generation_prompt, **kw) for c in convs]
+    prompts = [chat_prompt(self.tokenizer, c, chat_template, add_generation_prompt, **kw)
+               for c in convs]
     return self.generate(prompts, sampling_params, use_tqdm)

@@ -33,17 +33,22 @@ def resolve_checkpoint(name) -> Path:
         from huggingface_hub import snapshot_download
         try: return Path(snapshot_download(str(name), allow_patterns=_HUB_FILES))
         except Exception as e:
-            try: return Path(snapshot_download(str(name), allow_patterns=_HUB_FILES, local_files_only=True))
+            try:
+                return Path(snapshot_download(str(name), allow_patterns=_HUB_FILES,
+                                              local_files_only=True))
             except Exception: pass
             msg = str(e).strip().splitlines()[0][:200] if str(e).strip() else ''
-            raise OSError(f"could not download {str(name)!r} from the Hugging Face Hub ({type(e).__name__}: {msg}). "
-                          "If this machine is offline, copy the checkpoint here and pass its local directory.") from None
-    raise FileNotFoundError(f"model {str(name)!r}: no such directory, and not a Hugging Face Hub id (owner/name)")
+            raise OSError(f"could not download {str(name)!r} from the Hugging Face Hub "
+                          f"({type(e).__name__}: {msg}). If this machine is offline, "
+                          "copy the checkpoint here and pass its local directory.") from None
+    raise FileNotFoundError(f"model {str(name)!r}: no such directory, and not a Hugging Face Hub "
+                            "id (owner/name)")
 
 # %% ../nbs/04_loading.ipynb #9505c0c0
 def _weight_files(d: Path) -> list:
     idx = d/'model.safetensors.index.json'
-    if idx.exists(): return sorted({d/f for f in json.loads(idx.read_text())['weight_map'].values()})
+    if idx.exists():
+        return sorted({d/f for f in json.loads(idx.read_text())['weight_map'].values()})
     if (d/'model.safetensors').exists(): return [d/'model.safetensors']
     raise FileNotFoundError(f"no model.safetensors or model.safetensors.index.json in {d}")
 
@@ -70,12 +75,14 @@ def _plan(model: QwenForCausalLM, files: list) -> list:
     for f in files:
         with safe_open(str(f), framework='pt') as st:
             for name in st.keys():
-                if cfg.tie_word_embeddings and name == 'lm_head.weight': continue   # same tensor as the embedding
+                # same tensor as the embedding
+                if cfg.tie_word_embeddings and name == 'lm_head.weight': continue
                 pname, off, rows = _target(name, cfg)
                 if pname not in params: unexpected.append(name); continue
                 want = list(params[pname].shape) if rows is None else [rows, *params[pname].shape[1:]]
                 got = list(st.get_slice(name).get_shape())
-                if got != want: bad_shape.append(f"{name}: checkpoint {got}, model {want}"); continue
+                if got != want:
+                    bad_shape.append(f"{name}: checkpoint {got}, model {want}"); continue
                 filled[pname] += want[0] if want else 1
                 plan.append((f, name, pname, off, rows))
     missing = [n for n, p in params.items() if filled[n] != (p.shape[0] if p.dim() else 1)]
@@ -87,8 +94,9 @@ def _plan(model: QwenForCausalLM, files: list) -> list:
     return plan
 
 # %% ../nbs/04_loading.ipynb #af4ae6d0
-_DTYPES = {'float32': torch.float32, 'fp32': torch.float32, 'bfloat16': torch.bfloat16, 'bf16': torch.bfloat16,
-           'float16': torch.float16, 'fp16': torch.float16, 'half': torch.float16}
+_DTYPES = {'float32': torch.float32, 'fp32': torch.float32, 'bfloat16': torch.bfloat16,
+           'bf16': torch.bfloat16, 'float16': torch.float16, 'fp16': torch.float16,
+           'half': torch.float16}
 
 # %% ../nbs/04_loading.ipynb #d95cf537
 def auto_dtype(cfg: ModelConfig, device, capability=None) -> torch.dtype:
@@ -106,7 +114,8 @@ def resolve_dtype(dtype, cfg: ModelConfig, device) -> torch.dtype:
         if dtype in (torch.float32, torch.bfloat16, torch.float16): return dtype
     elif dtype == 'auto': return auto_dtype(cfg, device)
     elif dtype in _DTYPES: return _DTYPES[dtype]
-    raise ValueError(f"dtype {dtype!r} is not supported; use 'auto', 'float32', 'bfloat16' or 'float16'")
+    raise ValueError(f"dtype {dtype!r} is not supported; use 'auto', 'float32', 'bfloat16' or "
+                     "'float16'")
 
 # %% ../nbs/04_loading.ipynb #a15d6b65
 def resolve_device(device) -> torch.device:
@@ -114,7 +123,8 @@ def resolve_device(device) -> torch.device:
     if device in (None, 'auto'): return torch.device('cuda' if torch.cuda.is_available() else 'cpu')
     try: device = torch.device(device)
     except (RuntimeError, TypeError):
-        raise ValueError(f"device {device!r} is not a valid torch device (e.g. 'cpu', 'cuda', 'cuda:1')") from None
+        raise ValueError(f"device {device!r} is not a valid torch device (e.g. 'cpu', 'cuda', "
+                         "'cuda:1')") from None
     if device.type not in ('cpu', 'cuda'):
         raise ValueError(f"device {str(device)!r} is not supported: minillm runs on 'cpu' or 'cuda'")
     if device.type == 'cuda' and not torch.cuda.is_available():
@@ -125,7 +135,8 @@ def resolve_device(device) -> torch.device:
 QUANTIZATIONS = {}   # name -> quantize(model) in place; the int8 chapter registers 'int8'
 
 @torch.no_grad()
-def load_model(path_or_repo_id=DEFAULT_MODEL, dtype='auto', device=None, quantization=None) -> QwenForCausalLM:
+def load_model(path_or_repo_id=DEFAULT_MODEL, dtype='auto', device=None,
+               quantization=None) -> QwenForCausalLM:
     "Load a Qwen2/Qwen3 checkpoint into a `QwenForCausalLM` in eval mode."
     if quantization == 'int8' and 'int8' not in QUANTIZATIONS:
         raise ValueError("quantization='int8' needs minillm.quant, which is not loaded: import it, "
@@ -156,8 +167,8 @@ def random_checkpoint(model_type='qwen3', dtype=torch.float32, device='cpu', see
                       cache_dir=None, **config) -> Path:
     "Build (or reuse) a random-weight checkpoint with `transformers` and `save_pretrained`; returns its directory."
     from transformers import AutoModelForCausalLM
-    key = json.dumps(dict(version=2, model_type=model_type, dtype=str(dtype), seed=seed, logit_std=logit_std,
-                          **config), sort_keys=True)
+    key = json.dumps(dict(version=2, model_type=model_type, dtype=str(dtype), seed=seed,
+                          logit_std=logit_std, **config), sort_keys=True)
     root = Path(cache_dir or os.environ.get('MINILLM_CACHE', Path.home()/'.cache'/'minillm'))/'random'
     out = root/f"{model_type}-{hashlib.sha1(key.encode()).hexdigest()[:12]}"
     if (out/'config.json').exists(): return out
@@ -165,7 +176,8 @@ def random_checkpoint(model_type='qwen3', dtype=torch.float32, device='cpu', see
     hf_cfg = _hf_config(model_type, **config)
     torch.manual_seed(seed)
     with torch.device(device): model = AutoModelForCausalLM.from_config(hf_cfg, dtype=dtype)
-    with torch.no_grad(): model.model.norm.weight.mul_(logit_std / (hf_cfg.initializer_range * hf_cfg.hidden_size ** 0.5))
+    with torch.no_grad():
+        model.model.norm.weight.mul_(logit_std / (hf_cfg.initializer_range * hf_cfg.hidden_size ** 0.5))
     root.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=root))
     bar = hf_logging.is_progress_bar_enabled()
@@ -181,21 +193,24 @@ def random_checkpoint(model_type='qwen3', dtype=torch.float32, device='cpu', see
 
 # %% ../nbs/04_loading.ipynb #141ebfa7
 PRESETS = {
-    'qwen3-0.6b': dict(model_type='qwen3', vocab_size=151936, hidden_size=1024, intermediate_size=3072,
-                       num_hidden_layers=28, num_attention_heads=16, num_key_value_heads=8, head_dim=128,
-                       rms_norm_eps=1e-6, rope_theta=1e6, max_position_embeddings=40960, tie_word_embeddings=True,
+    'qwen3-0.6b': dict(model_type='qwen3', vocab_size=151936, hidden_size=1024,
+                       intermediate_size=3072, num_hidden_layers=28, num_attention_heads=16,
+                       num_key_value_heads=8, head_dim=128, rms_norm_eps=1e-6, rope_theta=1e6,
+                       max_position_embeddings=40960, tie_word_embeddings=True,
                        eos_token_id=151645),
-    'qwen2.5-0.5b': dict(model_type='qwen2', vocab_size=151936, hidden_size=896, intermediate_size=4864,
-                         num_hidden_layers=24, num_attention_heads=14, num_key_value_heads=2, rms_norm_eps=1e-6,
-                         rope_theta=1e6, max_position_embeddings=32768, tie_word_embeddings=True, eos_token_id=151643),
-    'qwen3-8b': dict(model_type='qwen3', vocab_size=151936, hidden_size=4096, intermediate_size=12288,
-                     num_hidden_layers=36, num_attention_heads=32, num_key_value_heads=8, head_dim=128,
-                     rms_norm_eps=1e-6, rope_theta=1e6, max_position_embeddings=40960, tie_word_embeddings=False,
-                     eos_token_id=151645),
+    'qwen2.5-0.5b': dict(model_type='qwen2', vocab_size=151936, hidden_size=896,
+                         intermediate_size=4864, num_hidden_layers=24, num_attention_heads=14,
+                         num_key_value_heads=2, rms_norm_eps=1e-6, rope_theta=1e6,
+                         max_position_embeddings=32768, tie_word_embeddings=True,
+                         eos_token_id=151643),
+    'qwen3-8b': dict(model_type='qwen3', vocab_size=151936, hidden_size=4096,
+                     intermediate_size=12288, num_hidden_layers=36, num_attention_heads=32,
+                     num_key_value_heads=8, head_dim=128, rms_norm_eps=1e-6, rope_theta=1e6,
+                     max_position_embeddings=40960, tie_word_embeddings=False, eos_token_id=151645),
     'tiny-qwen3': dict(model_type='qwen3', vocab_size=151936, hidden_size=64, intermediate_size=192,
-                       num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=32,
-                       max_position_embeddings=4096, tie_word_embeddings=False, eos_token_id=[151645, 151643],
-                       logit_std=2.0),
+                       num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                       head_dim=32, max_position_embeddings=4096, tie_word_embeddings=False,
+                       eos_token_id=[151645, 151643], logit_std=2.0),
 }
 
 # %% ../nbs/04_loading.ipynb #880703ca

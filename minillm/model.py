@@ -17,7 +17,8 @@ __all__ = ['DecoderLayer', 'QwenModel', 'QwenForCausalLM', 'generate_naive']
 # %% ../nbs/02_model.ipynb #43bdc1e2
 class DecoderLayer(nn.Module):
     "One pre-norm transformer block: attention then SwiGLU MLP, each with a residual connection."
-    kernel = None   # optional fused block: kernel(self, x, residual, cos, sin, attn), None where it does not apply
+    # optional fused block: kernel(self, x, residual, cos, sin, attn), None where it does not apply
+    kernel = None
     def __init__(self, cfg: ModelConfig, layer_idx: int):
         super().__init__()
         self.input_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
@@ -26,7 +27,9 @@ class DecoderLayer(nn.Module):
         self.mlp = MLP(cfg)
 
     def forward(self, x, residual, cos, sin, attn=None):
-        if self.kernel is not None and (out := self.kernel(self, x, residual, cos, sin, attn)) is not None: return out
+        if (self.kernel is not None
+                and (out := self.kernel(self, x, residual, cos, sin, attn)) is not None):
+            return out
         if residual is None: x, residual = self.input_layernorm(x), x
         else: x, residual = self.input_layernorm(x, residual)
         x = self.self_attn(x, cos, sin, attn)
@@ -49,14 +52,16 @@ class QwenForCausalLM(nn.Module):
         super().__init__()
         self.config = cfg
         self.model = QwenModel(cfg)
-        self.lm_head = None if cfg.tie_word_embeddings else nn.Linear(cfg.hidden_size, cfg.vocab_size, bias=False)
+        self.lm_head = (None if cfg.tie_word_embeddings
+                        else nn.Linear(cfg.hidden_size, cfg.vocab_size, bias=False))
         self.rotary = RotaryEmbedding(cfg.head_dim, cfg.rope_theta, cfg.max_position_embeddings)
 
 # %% ../nbs/02_model.ipynb #4d19bd74
 @patch
 def hidden(self: QwenForCausalLM, input_ids, positions=None, attn=None):
     "Final hidden states `[*input_ids.shape, hidden]`; `positions` defaults to `0..T-1` along the last axis."
-    if positions is None: positions = torch.arange(input_ids.shape[-1], device=input_ids.device).expand_as(input_ids)
+    if positions is None:
+        positions = torch.arange(input_ids.shape[-1], device=input_ids.device).expand_as(input_ids)
     cos, sin = self.rotary(positions)
     x, residual = self.model.embed_tokens(input_ids), None
     for layer in self.model.layers: x, residual = layer(x, residual, cos, sin, attn)
@@ -78,7 +83,8 @@ def forward(self: QwenForCausalLM, input_ids, positions=None, attn=None):
 @torch.no_grad()
 def generate_naive(model, input_ids, max_new_tokens: int, eos_token_ids=()):
     "Greedy decoding without a cache: recompute the full sequence for every new token. `input_ids`: `[T]` list or tensor."
-    ids = torch.as_tensor(input_ids, dtype=torch.long, device=next(model.parameters()).device)[None]  # [1, T]
+    # [1, T]
+    ids = torch.as_tensor(input_ids, dtype=torch.long, device=next(model.parameters()).device)[None]
     out = []
     for _ in range(max_new_tokens):
         nxt = int(model(ids)[0, -1].argmax())

@@ -16,8 +16,8 @@ class CompletionOutput:
     index: int
     text: str
     token_ids: list
-    finish_reason: str | None          # 'stop', 'length', 'error', 'abort', or None while running
-    logprobs: list | None = None       # per token: {token_id: logprob} (sampled token and the top n)
+    finish_reason: str | None      # 'stop', 'length', 'error', 'abort', or None while running
+    logprobs: list | None = None   # per token: {token_id: logprob} (sampled token and the top n)
     cumulative_logprob: float | None = None
 
 @dataclass
@@ -28,7 +28,8 @@ class RequestMetrics:
     finish_time: float | None = None
     num_cached_tokens: int = 0          # prompt tokens served from the prefix cache
     @property
-    def ttft(self): return None if self.first_token_time is None else self.first_token_time - self.arrival_time
+    def ttft(self):
+        return None if self.first_token_time is None else self.first_token_time - self.arrival_time
 
 @dataclass
 class RequestOutput:
@@ -44,7 +45,8 @@ class RequestOutput:
     def tpot(self):
         "Mean time per output token after the first."
         m, n = self.metrics, len(self.outputs[0].token_ids)
-        return (m.finish_time - m.first_token_time) / (n - 1) if m and m.finish_time and n > 1 else None
+        return ((m.finish_time - m.first_token_time) / (n - 1)
+                if m and m.finish_time and n > 1 else None)
 
 @dataclass
 class StreamOutput:
@@ -58,9 +60,11 @@ class StreamOutput:
     choice: int = 0                     # which of the prompt's `n` completions
 
 # %% ../nbs/08b_outputs.ipynb #f4c1c8a5
-def detokenize_step(tok, ids, prefix: int, read: int, skip_special_tokens: bool, final: bool = False):
+def detokenize_step(tok, ids, prefix: int, read: int, skip_special_tokens: bool,
+                    final: bool = False):
     "New text from `ids[read:]` given the window start `prefix`; returns (text, new prefix, new read)."
     before = tok.decode(ids[prefix:read], skip_special_tokens=skip_special_tokens)
     full = tok.decode(ids[prefix:], skip_special_tokens=skip_special_tokens)
-    if len(full) > len(before) and (final or not full.endswith('\ufffd')): return full[len(before):], read, len(ids)
+    if len(full) > len(before) and (final or not full.endswith('\ufffd')):
+        return full[len(before):], read, len(ids)
     return '', prefix, read

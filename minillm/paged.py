@@ -24,12 +24,14 @@ class PrefixCacheStats:
     queried_tokens: int = 0
     hit_tokens: int = 0
     @property
-    def hit_rate(self) -> float: return self.hit_tokens / self.queried_tokens if self.queried_tokens else 0.0
+    def hit_rate(self) -> float:
+        return self.hit_tokens / self.queried_tokens if self.queried_tokens else 0.0
 
 # %% ../nbs/06_paged.ipynb #d3a400cf
 def _check_int(name, v, lo, hi=None):
     if not isinstance(v, int) or isinstance(v, bool) or v < lo or (hi is not None and v > hi):
-        raise ValueError(f"{name} must be an int in [{lo}, {'inf' if hi is None else hi}], got {v!r}")
+        raise ValueError(f"{name} must be an int in [{lo}, {'inf' if hi is None else hi}], "
+                         f"got {v!r}")
 
 def _check_tokens(token_ids):
     if not isinstance(token_ids, (list, tuple)):
@@ -48,8 +50,10 @@ class BlockManager:
         self._evictable = OrderedDict()        # refcount 0, cached; least recently released first
         self._hash_to_block = {}               # chained hash -> cached block
         self._hash = [None] * num_blocks       # per block: its hash while cached, else None
-        self._key = [None] * num_blocks        # per block: (parent's registration id, token ids), to confirm hits
-        self._reg_id = [None] * num_blocks     # per block: id of its registration; ids are never reused
+        # per block: (parent's registration id, token ids), to confirm hits
+        self._key = [None] * num_blocks
+        # per block: id of its registration; ids are never reused
+        self._reg_id = [None] * num_blocks
         self._next_id = 0
         self._tables, self._num_cached, self._chain = {}, {}, {}
         self.stats = PrefixCacheStats()
@@ -71,7 +75,8 @@ def all_free(self: BlockManager) -> bool:
 # %% ../nbs/06_paged.ipynb #bc51a1fb
 @patch
 def _table(self: BlockManager, seq_id):
-    if seq_id not in self._tables: raise ValueError(f"unknown seq_id {seq_id!r}: allocate it first (or it was freed)")
+    if seq_id not in self._tables:
+        raise ValueError(f"unknown seq_id {seq_id!r}: allocate it first (or it was freed)")
     return self._tables[seq_id]
 
 @patch
@@ -114,19 +119,22 @@ def match_prefix(self: BlockManager, token_ids) -> int:
 # %% ../nbs/06_paged.ipynb #3f08e730
 @patch
 def _take_block(self: BlockManager):
-    if not self._free: self._uncache(next(iter(self._evictable)))   # evict the least recently released
+    # evict the least recently released
+    if not self._free: self._uncache(next(iter(self._evictable)))
     b = self._free.popleft()
     self.ref_count[b] = 1
     return b
 
 # %% ../nbs/06_paged.ipynb #a78c70ad
 @patch
-def allocate(self: BlockManager, seq_id, token_ids, num_tokens: int, budget: int | None = None) -> bool:
+def allocate(self: BlockManager, seq_id, token_ids, num_tokens: int,
+             budget: int | None = None) -> bool:
     "Make the table of `seq_id` cover its first `num_tokens` tokens (on a first allocation at most `budget` beyond its prefix-cache hits); False (and no change) if blocks run out."
     _check_tokens(token_ids); _check_int('num_tokens', num_tokens, 0, len(token_ids))
     if budget is not None: _check_int('budget', budget, 0)
     table = self._tables.get(seq_id)
-    if table is not None:                                 # a running sequence: new blocks only, every step
+    # a running sequence: new blocks only, every step
+    if table is not None:
         need = -(-num_tokens // self.block_size) - len(table)
         if need > 0:
             if need > self.num_free_blocks: return False
@@ -135,14 +143,16 @@ def allocate(self: BlockManager, seq_id, token_ids, num_tokens: int, budget: int
     hits, h, rid = self._match(token_ids)
     if budget is not None: num_tokens = min(num_tokens, len(hits) * self.block_size + budget)
     need = max(0, -(-num_tokens // self.block_size) - len(hits))
-    revived = sum(self.ref_count[b] == 0 for b in hits)   # hits now evictable: taking them shrinks the pool
+    # hits now evictable: taking them shrinks the pool
+    revived = sum(self.ref_count[b] == 0 for b in hits)
     if need > self.num_free_blocks - revived: return False
     for b in hits:
         if self.ref_count[b] == 0: del self._evictable[b]
         self.ref_count[b] += 1
     self._tables[seq_id], self._num_cached[seq_id] = list(hits), len(hits) * self.block_size
     self._chain[seq_id] = (len(hits), h, rid)
-    self.stats.queried_tokens += len(token_ids); self.stats.hit_tokens += len(hits) * self.block_size
+    self.stats.queried_tokens += len(token_ids)
+    self.stats.hit_tokens += len(hits) * self.block_size
     self._tables[seq_id].extend(self._take_block() for _ in range(need))
     return True
 
@@ -151,14 +161,16 @@ def allocate(self: BlockManager, seq_id, token_ids, num_tokens: int, budget: int
 def commit(self: BlockManager, seq_id, token_ids, num_computed: int):
     "Register in the prefix cache every block of `seq_id` that its first `num_computed` tokens fill completely."
     table, bs = self._table(seq_id), self.block_size
-    _check_tokens(token_ids); _check_int('num_computed', num_computed, 0, min(len(token_ids), len(table) * bs))
+    _check_tokens(token_ids)
+    _check_int('num_computed', num_computed, 0, min(len(token_ids), len(table) * bs))
     done, h, rid = self._chain[seq_id]
     if not self.enable_prefix_caching or num_computed // bs <= done: return   # no block newly full
     for i in range(done, num_computed // bs):
         toks = tuple(token_ids[i * bs:(i + 1) * bs])
         h = self.hash_fn(h, toks)
         b = self._hash_to_block.get(h)
-        if b is not None and self._key[b] == (rid, toks): rid = self._reg_id[b]; continue  # computed twice: follow the cached copy
+        # computed twice: follow the cached copy
+        if b is not None and self._key[b] == (rid, toks): rid = self._reg_id[b]; continue
         if b is not None: self._uncache(b)         # a collision or an orphan: the newest block wins
         b = table[i]
         self._hash_to_block[h], self._hash[b], self._key[b] = b, h, (rid, toks)
@@ -169,7 +181,8 @@ def commit(self: BlockManager, seq_id, token_ids, num_computed: int):
 @patch
 def free(self: BlockManager, seq_id):
     "Drop `seq_id`: blocks whose refcount reaches 0 become evictable if cached, free otherwise."
-    for b in reversed(self._table(seq_id)):   # tail first: children are evicted before their parents
+    # tail first: children are evicted before their parents
+    for b in reversed(self._table(seq_id)):
         self.ref_count[b] -= 1
         if self.ref_count[b] == 0:
             if self._hash[b] is None: self._free.append(b)
@@ -184,37 +197,47 @@ def _uncache(self: BlockManager, b):
     if self.ref_count[b] == 0: del self._evictable[b]; self._free.append(b)
 
 # %% ../nbs/06_paged.ipynb #e216899b
-def allocate_kv_cache(num_layers: int, num_blocks: int, block_size: int, num_kv_heads: int, head_dim: int,
-                      dtype=torch.float16, device='cpu') -> list[tuple[torch.Tensor, torch.Tensor]]:
+def allocate_kv_cache(num_layers: int, num_blocks: int, block_size: int, num_kv_heads: int,
+                      head_dim: int, dtype=torch.float16,
+                      device='cpu') -> list[tuple[torch.Tensor, torch.Tensor]]:
     "Zeroed `(k_cache, v_cache)` per layer, each `[num_blocks, block_size, num_kv_heads, head_dim]`."
     for n, v in [('num_layers', num_layers), ('num_blocks', num_blocks), ('block_size', block_size),
                  ('num_kv_heads', num_kv_heads), ('head_dim', head_dim)]: _check_int(n, v, 1)
     shape = (num_blocks, block_size, num_kv_heads, head_dim)
-    return [(torch.zeros(shape, dtype=dtype, device=device), torch.zeros(shape, dtype=dtype, device=device))
+    return [(torch.zeros(shape, dtype=dtype, device=device),
+             torch.zeros(shape, dtype=dtype, device=device))
             for _ in range(num_layers)]
 
 # %% ../nbs/06_paged.ipynb #e8f14ff9
 def store_kv(k, v, k_cache, v_cache, slot_mapping):
     "Write `k`, `v` `[N, Hkv, D]` into the paged caches at `slot_mapping` `[N]`; slots of -1 are skipped."
     if k.dim() != 3 or k.shape != v.shape or k.shape[1:] != k_cache.shape[2:] or k_cache.shape != v_cache.shape:
-        raise ValueError(f"k, v must be [N, Hkv, D] matching caches [blocks, block_size, Hkv, D]; got k {tuple(k.shape)}, "
-                         f"v {tuple(v.shape)}, caches {tuple(k_cache.shape)}, {tuple(v_cache.shape)}")
-    if slot_mapping.shape != k.shape[:1]: raise ValueError(f"slot_mapping must be [{k.shape[0]}], got {tuple(slot_mapping.shape)}")
+        raise ValueError("k, v must be [N, Hkv, D] matching caches [blocks, block_size, Hkv, D]; "
+                         f"got k {tuple(k.shape)}, v {tuple(v.shape)}, "
+                         f"caches {tuple(k_cache.shape)}, {tuple(v_cache.shape)}")
+    if slot_mapping.shape != k.shape[:1]:
+        raise ValueError(f"slot_mapping must be [{k.shape[0]}], got {tuple(slot_mapping.shape)}")
     keep = slot_mapping >= 0
     slots = slot_mapping[keep].long()
     if slots.numel() and int(slots.max()) >= k_cache.shape[0] * k_cache.shape[1]:
-        raise ValueError(f"slot {int(slots.max())} out of range for a cache of {k_cache.shape[0] * k_cache.shape[1]} slots")
-    k_cache.view(-1, *k_cache.shape[2:])[slots] = k[keep].to(k_cache.dtype)   # [blocks * block_size, Hkv, D]
+        raise ValueError(f"slot {int(slots.max())} out of range for a cache of "
+                         f"{k_cache.shape[0] * k_cache.shape[1]} slots")
+    # [blocks * block_size, Hkv, D]
+    k_cache.view(-1, *k_cache.shape[2:])[slots] = k[keep].to(k_cache.dtype)
     v_cache.view(-1, *v_cache.shape[2:])[slots] = v[keep].to(v_cache.dtype)
 
 # %% ../nbs/06_paged.ipynb #f76a2827
-def paged_attention_ref(q, k_cache, v_cache, block_tables, context_lens, query_start_loc, scale=None):
+def paged_attention_ref(q, k_cache, v_cache, block_tables, context_lens, query_start_loc,
+                        scale=None):
     "Causal GQA attention of packed new tokens `q` `[N, Hq, D]` over each sequence's paged K/V; returns `[N, Hq, D]`."
     N, Hq, D = q.shape
     _, bs, Hkv, Dc = k_cache.shape
-    if Dc != D or Hq % Hkv: raise ValueError(f"q heads/dim {Hq}/{D} do not fit cache kv heads/dim {Hkv}/{Dc} (need Hq % Hkv == 0)")
+    if Dc != D or Hq % Hkv:
+        raise ValueError(f"q heads/dim {Hq}/{D} do not fit cache kv heads/dim {Hkv}/{Dc} "
+                         "(need Hq % Hkv == 0)")
     S = len(context_lens)
-    if len(query_start_loc) != S + 1: raise ValueError(f"query_start_loc must have {S + 1} entries, got {len(query_start_loc)}")
+    if len(query_start_loc) != S + 1:
+        raise ValueError(f"query_start_loc must have {S + 1} entries, got {len(query_start_loc)}")
     scale, g = D ** -0.5 if scale is None else scale, Hq // Hkv
     qsl, ctx = query_start_loc.tolist(), context_lens.tolist()
     out = torch.zeros_like(q)
@@ -224,12 +247,15 @@ def paged_attention_ref(q, k_cache, v_cache, block_tables, context_lens, query_s
         if not 0 <= T <= L: raise ValueError(f"sequence {s}: {T} new tokens but context length {L}")
         if T == 0: continue
         nb = -(-L // bs)
-        if nb > block_tables.shape[1]: raise ValueError(f"sequence {s}: context {L} needs {nb} blocks, table has {block_tables.shape[1]}")
+        if nb > block_tables.shape[1]:
+            raise ValueError(f"sequence {s}: context {L} needs {nb} blocks, table has "
+                             f"{block_tables.shape[1]}")
         blocks = block_tables[s, :nb].long()
         k = k_cache[blocks].flatten(0, 1)[:L].float().repeat_interleave(g, 1)   # [L, Hq, D]
         v = v_cache[blocks].flatten(0, 1)[:L].float().repeat_interleave(g, 1)   # [L, Hq, D]
         scores = torch.einsum('thd,lhd->htl', q[q0:q1].float(), k) * scale      # [Hq, T, L]
-        q_pos = torch.arange(L - T, L, device=q.device)                          # absolute positions of the new tokens
+        # absolute positions of the new tokens
+        q_pos = torch.arange(L - T, L, device=q.device)
         future = torch.arange(L, device=q.device)[None, :] > q_pos[:, None]      # [T, L]
         probs = scores.masked_fill(future, float('-inf')).softmax(-1)
         out[q0:q1] = torch.einsum('htl,lhd->thd', probs, v).to(q.dtype)         # [T, Hq, D]

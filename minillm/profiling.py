@@ -34,9 +34,11 @@ def timed_calls(targets, acc: dict, sync):
 # %% ../nbs/15_profiling.ipynb #6f35dc31
 def _phases(eng):
     s, r = eng.scheduler, eng.runner
-    t = [(s, 'schedule', 'schedule', False), (r, 'pack', 'pack inputs', True), (r, 'run', 'forward', True),
-         (eng, 'sample', 'sample', True), (s, 'update', 'update', False), (eng, 'deliver', 'update', False)]
-    base = getattr(eng.stepper, 'base', eng.stepper)               # the overlapping strategy, also under speculation
+    t = [(s, 'schedule', 'schedule', False), (r, 'pack', 'pack inputs', True),
+         (r, 'run', 'forward', True), (eng, 'sample', 'sample', True),
+         (s, 'update', 'update', False), (eng, 'deliver', 'update', False)]
+    # the overlapping strategy, also under speculation
+    base = getattr(eng.stepper, 'base', eng.stepper)
     if hasattr(base, 'tokens'): t.append((base, 'tokens', 'sample', True))
     return t
 
@@ -78,7 +80,8 @@ def _phase_run(llm, prompts, params, sync) -> tuple:
 # %% ../nbs/15_profiling.ipynb #95c3b43b
 def _profiled_run(llm, prompts, params, cuda: bool, sync, top: int) -> tuple:
     "`generate` under `torch.profiler`: (the device's busy fraction of the wall time, None on a CPU; top operations)."
-    acts = [torch.profiler.ProfilerActivity.CPU] + ([torch.profiler.ProfilerActivity.CUDA] if cuda else [])
+    acts = ([torch.profiler.ProfilerActivity.CPU]
+            + ([torch.profiler.ProfilerActivity.CUDA] if cuda else []))
     with torch.profiler.profile(activities=acts) as prof:
         sync(); t0 = time.perf_counter()
         llm.generate(prompts, params, use_tqdm=False); sync()
@@ -109,8 +112,11 @@ def profile_engine(llm, prompts, params, top: int = 8) -> dict:
 # %% ../nbs/15_profiling.ipynb #8829b6d0
 def print_profile(p: dict):
     "A short report of `profile_engine`'s result."
-    print(f"{p['output_tokens']} tokens in {p['wall_s']:.3f} s = {p['tokens_per_s']:.0f} tok/s over {p['steps']} steps")
-    print("per step (synced): " + ', '.join(f"{k} {v:.3f} ms" for k, v in p['phases_ms_per_step'].items()) +
-          f"; total {p['synced_wall_ms_per_step']:.3f} ms")
-    if p['gpu_busy_fraction'] is not None: print(f"GPU busy {p['gpu_busy_fraction']:.0%} of the wall time")
+    print(f"{p['output_tokens']} tokens in {p['wall_s']:.3f} s = {p['tokens_per_s']:.0f} tok/s "
+          f"over {p['steps']} steps")
+    print("per step (synced): "
+          + ', '.join(f"{k} {v:.3f} ms" for k, v in p['phases_ms_per_step'].items())
+          + f"; total {p['synced_wall_ms_per_step']:.3f} ms")
+    if p['gpu_busy_fraction'] is not None:
+        print(f"GPU busy {p['gpu_busy_fraction']:.0%} of the wall time")
     for name, ms, n in p['top_ops']: print(f"  {ms:9.2f} ms  {n:6} x  {name[:70]}")

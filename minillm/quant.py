@@ -9,7 +9,8 @@ from functools import lru_cache
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from .kernels.gemv import _launch_gemv, GEMV_INT8_CONFIG     # (the kernel chapters choose the interpreter)
+# (the kernel chapters choose the interpreter)
+from .kernels.gemv import _launch_gemv, GEMV_INT8_CONFIG
 import triton
 import triton.language as tl
 from .loading import QUANTIZATIONS
@@ -22,12 +23,14 @@ __all__ = ['quantize_weight', 'dequantize_weight', 'pick_config', 'int8_matmul',
 def quantize_weight(w: torch.Tensor):
     "Per-output-channel symmetric int8: `(q, scale)` with `q` int8 `[N, K]`, `scale` `[N]` in `w`'s dtype, `w ≈ q * scale[:, None]`."
     if not isinstance(w, torch.Tensor) or w.ndim != 2:
-        raise ValueError(f"w must be a 2-D weight [out_features, in_features], got {getattr(w, 'shape', type(w))}")
-    if not w.is_floating_point(): raise TypeError(f"w must be a floating-point tensor, got {w.dtype}")
+        raise ValueError(f"w must be a 2-D weight [out_features, in_features], "
+                         f"got {getattr(w, 'shape', type(w))}")
+    if not w.is_floating_point():
+        raise TypeError(f"w must be a floating-point tensor, got {w.dtype}")
     w32 = w.detach().float()
-    scale = (w32.abs().amax(1) / 127).to(w.dtype)                                  # [N], in the model dtype
+    scale = (w32.abs().amax(1) / 127).to(w.dtype)                          # [N], in the model dtype
     s = scale.float()
-    s = torch.where(s > 0, s, torch.ones_like(s))                                  # an all-zero row: any scale works
+    s = torch.where(s > 0, s, torch.ones_like(s))                 # an all-zero row: any scale works
     q = torch.round(w32 / s[:, None]).clamp_(-127, 127).to(torch.int8)             # [N, K]
     return q, scale
 
@@ -39,14 +42,16 @@ def dequantize_weight(q: torch.Tensor, scale: torch.Tensor, dtype=None):
 @triton.jit
 def _int8_matmul_kernel(x_ptr, w_ptr, s_ptr, b_ptr, o_ptr, M, N, K, stride_xm, stride_wn, stride_om,
                         HAS_BIAS: tl.constexpr, UPCAST: tl.constexpr, FP16_MAGIC: tl.constexpr,
-                        EVEN_K: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
-    pid_m, pid_n = tl.program_id(0), tl.program_id(1)        # programs sharing a weight tile run side by side
+                        EVEN_K: tl.constexpr,
+                        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    # programs sharing a weight tile run side by side
+    pid_m, pid_n = tl.program_id(0), tl.program_id(1)
     rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     rk = tl.arange(0, BLOCK_K)
     m_ok, n_ok = rm < M, rn < N
-    x_ptrs = x_ptr + rm[:, None].to(tl.int64) * stride_xm + rk[None, :]           # [BLOCK_M, BLOCK_K]
-    w_ptrs = w_ptr + rn[None, :].to(tl.int64) * stride_wn + rk[:, None]           # [BLOCK_K, BLOCK_N]: W^T
+    x_ptrs = x_ptr + rm[:, None].to(tl.int64) * stride_xm + rk[None, :]         # [BLOCK_M, BLOCK_K]
+    w_ptrs = w_ptr + rn[None, :].to(tl.int64) * stride_wn + rk[:, None]    # [BLOCK_K, BLOCK_N]: W^T
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     for k0 in range(0, K, BLOCK_K):
         if EVEN_K:
@@ -64,14 +69,16 @@ def _int8_matmul_kernel(x_ptr, w_ptr, s_ptr, b_ptr, o_ptr, M, N, K, stride_xm, s
             acc += tl.dot(x, w.to(x.dtype))
         x_ptrs += BLOCK_K
         w_ptrs += BLOCK_K
-    acc = acc * tl.load(s_ptr + rn, mask=n_ok, other=0.).to(tl.float32)[None, :]  # scale per output column
+    # scale per output column
+    acc = acc * tl.load(s_ptr + rn, mask=n_ok, other=0.).to(tl.float32)[None, :]
     if HAS_BIAS: acc += tl.load(b_ptr + rn, mask=n_ok, other=0.).to(tl.float32)[None, :]
     o_ptrs = o_ptr + rm[:, None].to(tl.int64) * stride_om + rn[None, :]
     tl.store(o_ptrs, acc.to(o_ptr.dtype.element_ty), mask=m_ok[:, None] & n_ok[None, :])
 
 # %% ../nbs/13_int8.ipynb #4676fd75
 @triton.jit
-def _int8_matmul_t_kernel(x_ptr, w_ptr, s_ptr, b_ptr, o_ptr, p_ptr, M, N, K, stride_xm, stride_wn, stride_om,
+def _int8_matmul_t_kernel(x_ptr, w_ptr, s_ptr, b_ptr, o_ptr, p_ptr, M, N, K,
+                          stride_xm, stride_wn, stride_om,
                           HAS_BIAS: tl.constexpr, UPCAST: tl.constexpr, FP16_MAGIC: tl.constexpr,
                           EVEN_K: tl.constexpr, SPLIT_K: tl.constexpr,
                           BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
@@ -126,9 +133,9 @@ _DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 def _interpreting() -> bool: return os.environ.get('TRITON_INTERPRET', '0') == '1'
 
 # %% ../nbs/13_int8.ipynb #8695f3a8
-# Tile shapes (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages) by M, for narrow (N < _WIDE_N) and wide outputs;
-# BLOCK_M = 1 is the GEMV kernel, used for one row at every width (the whole decode step measured faster so, below);
-# a sixth entry (the number of K splits) is the transposed kernel.
+# Tile shapes (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages) by M, for narrow (N < _WIDE_N) and
+# wide outputs; BLOCK_M = 1 is the GEMV kernel, used for one row at every width (the whole decode
+# step measured faster so, below); a sixth entry (the number of K splits) is the transposed kernel.
 # Each is the fastest measured on an H200 (bf16, Qwen3-8B shapes; end of chapter).
 _WIDE_N = 16384
 _CONFIGS = [(1,    (1, *GEMV_INT8_CONFIG, 1), (1, *GEMV_INT8_CONFIG, 1)),
@@ -146,8 +153,9 @@ def _smem_limit(device) -> int:
 def _fit(cfg, esize: int, limit: int):
     "Lower the pipeline depth, then BLOCK_K, until the tiles fit in `limit` bytes of shared memory."
     bm, bn, bk, nw, ns, *split = cfg
-    # per stage: the activation tile, and the weight tile counted at the activation width (Triton may keep the
-    # converted copy in shared memory too): an overestimate, checked against Triton's sizes for sm_75 and sm_90
+    # per stage: the activation tile, and the weight tile counted at the activation width (Triton
+    # may keep the converted copy in shared memory too): an overestimate, checked against Triton's
+    # sizes for sm_75 and sm_90
     while ns * bk * (bm + bn) * esize > limit and (ns > 2 or bk > 32):
         if ns > 2: ns -= 1
         else: bk //= 2
@@ -159,54 +167,64 @@ def pick_config(M: int, N: int, K: int, dtype=torch.bfloat16, device=torch.devic
     "Tile shape `(BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages)` for an `[M, K] x [K, N]` product."
     narrow, wide = next((n, w) for m, n, w in _CONFIGS if m is None or M <= m)
     cfg = wide if N >= _WIDE_N else narrow
-    if cfg[0] == 1: return cfg                                                     # GEMV: no shared memory
+    if cfg[0] == 1: return cfg                                              # GEMV: no shared memory
     return _fit(cfg, torch.empty((), dtype=dtype).element_size(), _smem_limit(device))
 
 # %% ../nbs/13_int8.ipynb #c0dbfd50
 def _check(x, weight, scale, bias):
     if not isinstance(x, torch.Tensor) or x.dtype not in _DTYPES:
-        raise TypeError(f"x must be a float16, bfloat16 or float32 tensor, got {getattr(x, 'dtype', type(x))}")
+        raise TypeError(f"x must be a float16, bfloat16 or float32 tensor, "
+                        f"got {getattr(x, 'dtype', type(x))}")
     if x.ndim < 1: raise ValueError("x must have at least one dimension (the K features)")
     if not isinstance(weight, torch.Tensor) or weight.dtype != torch.int8 or weight.ndim != 2:
-        raise TypeError(f"weight must be a 2-D int8 tensor [N, K], got {getattr(weight, 'dtype', type(weight))} "
+        raise TypeError(f"weight must be a 2-D int8 tensor [N, K], "
+                        f"got {getattr(weight, 'dtype', type(weight))} "
                         f"of shape {tuple(getattr(weight, 'shape', ()))}")
     N, K = weight.shape
     if x.shape[-1] != K: raise ValueError(f"x has {x.shape[-1]} features but weight expects K={K}")
-    if weight.stride(1) != 1: raise ValueError("weight must be row-major with contiguous rows (weight.stride(1) == 1)")
+    if weight.stride(1) != 1:
+        raise ValueError("weight must be row-major with contiguous rows (weight.stride(1) == 1)")
     if not isinstance(scale, torch.Tensor) or not scale.is_floating_point() or scale.shape != (N,):
         raise ValueError(f"scale must be a floating-point tensor of shape ({N},), got "
-                         f"{getattr(scale, 'dtype', type(scale))} {tuple(getattr(scale, 'shape', ()))}")
+                         f"{getattr(scale, 'dtype', type(scale))} "
+                         f"{tuple(getattr(scale, 'shape', ()))}")
     if bias is not None and (not bias.is_floating_point() or bias.shape != (N,)):
-        raise ValueError(f"bias must be None or a floating-point tensor of shape ({N},), got {tuple(bias.shape)}")
+        raise ValueError(f"bias must be None or a floating-point tensor of shape ({N},), "
+                         f"got {tuple(bias.shape)}")
     for name, t in (('weight', weight), ('scale', scale), ('bias', bias)):
         if t is not None and t.device != x.device:
-            raise ValueError(f"{name} is on {t.device} but x is on {x.device}; all must be on one device")
+            raise ValueError(f"{name} is on {t.device} but x is on {x.device}; "
+                             "all must be on one device")
     if x.device.type != 'cuda' and not _interpreting():
-        raise ValueError(f"int8_matmul runs on CUDA tensors (or on CPU with TRITON_INTERPRET=1); x is on {x.device}")
+        raise ValueError(f"int8_matmul runs on CUDA tensors (or on CPU with TRITON_INTERPRET=1); "
+                         f"x is on {x.device}")
 
 # %% ../nbs/13_int8.ipynb #d0e29195
 def int8_matmul(x, weight, scale, bias=None, config=None, out=None):
     "`x @ (weight * scale[:, None]).T + bias` in one pass over the int8 `weight` `[N, K]`; fp32 accumulation, result in `x`'s dtype."
     _check(x, weight, scale, bias)
-    ok = lambda c: isinstance(c, (tuple, list)) and len(c) in (5, 6) and all(type(v) is int and v > 0 for v in c)
+    ok = lambda c: (isinstance(c, (tuple, list)) and len(c) in (5, 6)
+                    and all(type(v) is int and v > 0 for v in c))
     if config is not None and not ok(config):
-        raise ValueError("config must be (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages[, split_k]), "
-                         f"positive ints, got {config!r}")
+        raise ValueError("config must be (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages"
+                         f"[, split_k]), positive ints, got {config!r}")
     N, K = weight.shape
     x2 = x.reshape(-1, K)                                                          # [M, K]
     if x2.stride(-1) != 1: x2 = x2.contiguous()
     M = x2.shape[0]
     if out is None: out = torch.empty(M, N, dtype=x.dtype, device=x.device)
-    elif out.shape != (M, N) or out.dtype != x.dtype or out.stride(-1) != 1 or out.device != x.device:
+    elif (out.shape != (M, N) or out.dtype != x.dtype or out.stride(-1) != 1
+          or out.device != x.device):
         raise ValueError(f"out must be a row-major ({M}, {N}) {x.dtype} tensor on {x.device}")
-    if M > 0 and N > 0: _launch(x2, weight, scale, bias, out, config or pick_config(M, N, K, x.dtype, x.device))
+    if M > 0 and N > 0:
+        _launch(x2, weight, scale, bias, out, config or pick_config(M, N, K, x.dtype, x.device))
     return out if x.dim() == 2 else out.reshape(*x.shape[:-1], N)
 
 # %% ../nbs/13_int8.ipynb #85fc3b7c
 def _launch(x2, weight, scale, bias, out, config):
     M, K = x2.shape
     N = weight.shape[0]
-    bm, bn, bk, nw, ns, *split = config                             # a sixth entry: the transposed kernel
+    bm, bn, bk, nw, ns, *split = config                       # a sixth entry: the transposed kernel
     if bm == 1: return _launch_gemv(x2, weight, scale, bias, out, bn, bk, nw, ns)
     upcast = x2.dtype == torch.float32 or (_interpreting() and x2.dtype == torch.bfloat16)
     b, fp16 = scale if bias is None else bias, x2.dtype == torch.float16
@@ -231,7 +249,7 @@ def _dequant_kernel(w_ptr, s_ptr, o_ptr, N, K, BLOCK_N: tl.constexpr, BLOCK_K: t
     rn = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
     rk = tl.program_id(1) * BLOCK_K + tl.arange(0, BLOCK_K)
     mask = (rn[:, None] < N) & (rk[None, :] < K)
-    offs = rn[:, None].to(tl.int64) * K + rk[None, :]                             # [BLOCK_N, BLOCK_K]
+    offs = rn[:, None].to(tl.int64) * K + rk[None, :]                           # [BLOCK_N, BLOCK_K]
     w = tl.load(w_ptr + offs, mask=mask, other=0)
     s = tl.load(s_ptr + rn, mask=rn < N, other=0.).to(tl.float32)
     wf = (w.to(tl.int32) + 0x4B000080).to(tl.float32, bitcast=True) - 8388736.0
@@ -243,7 +261,8 @@ def dequantize_triton(q: torch.Tensor, scale: torch.Tensor, dtype=None):
         raise ValueError(f"q must be a contiguous 2-D int8 tensor, got {q.dtype} {tuple(q.shape)}")
     N, K = q.shape
     out = torch.empty(N, K, dtype=dtype or scale.dtype, device=q.device)
-    _dequant_kernel[(triton.cdiv(N, 16), triton.cdiv(K, 1024))](q, scale, out, N, K, BLOCK_N=16, BLOCK_K=1024)
+    _dequant_kernel[(triton.cdiv(N, 16), triton.cdiv(K, 1024))](q, scale, out, N, K,
+                                                                BLOCK_N=16, BLOCK_K=1024)
     return out
 
 # %% ../nbs/13_int8.ipynb #07ccb9bd
@@ -264,9 +283,11 @@ class QuantLinear(nn.Module):
                  bias: torch.Tensor | None = None):
         super().__init__()
         if weight.dtype != torch.int8 or weight.ndim != 2:
-            raise TypeError(f"weight must be a 2-D int8 tensor, got {weight.dtype} of shape {tuple(weight.shape)}")
+            raise TypeError(f"weight must be a 2-D int8 tensor, "
+                            f"got {weight.dtype} of shape {tuple(weight.shape)}")
         if scale.shape != (weight.shape[0],) or not scale.is_floating_point():
-            raise ValueError(f"scale must be a floating-point tensor of shape ({weight.shape[0]},), got {tuple(scale.shape)}")
+            raise ValueError(f"scale must be a floating-point tensor of shape "
+                             f"({weight.shape[0]},), got {tuple(scale.shape)}")
         self.out_features, self.in_features = weight.shape
         self.register_buffer('weight', weight.contiguous())
         self.register_buffer('scale', scale)
@@ -281,19 +302,25 @@ class QuantLinear(nn.Module):
     def forward(self, x): return w8_linear(x, self.weight, self.scale, self.bias)
 
     def extra_repr(self):
-        return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}, int8"
+        return (f"in_features={self.in_features}, out_features={self.out_features}, "
+                f"bias={self.bias is not None}, int8")
 
 # %% ../nbs/13_int8.ipynb #b4b354a8
 @torch.no_grad()
 def quantize_model(model: nn.Module, head: bool = True) -> nn.Module:
     "Replace every `nn.Linear` in `model.model.layers`, and an untied output head if `head`, by a `QuantLinear` in place."
     layers = getattr(getattr(model, 'model', None), 'layers', None)
-    if layers is None: raise ValueError("quantize_model expects a QwenForCausalLM-like model with `model.model.layers`")
+    if layers is None:
+        raise ValueError("quantize_model expects a QwenForCausalLM-like model "
+                         "with `model.model.layers`")
     for layer in layers:
         for name, mod in list(layer.named_modules()):
             for child_name, child in list(mod.named_children()):
-                if type(child) is nn.Linear: setattr(mod, child_name, QuantLinear.from_linear(child))
-    if head and type(getattr(model, 'lm_head', None)) is nn.Linear: model.lm_head = QuantLinear.from_linear(model.lm_head)
+                if type(child) is nn.Linear:
+                    setattr(mod, child_name, QuantLinear.from_linear(child))
+    if head and type(getattr(model, 'lm_head', None)) is nn.Linear:
+        model.lm_head = QuantLinear.from_linear(model.lm_head)
     return model
 
-QUANTIZATIONS['int8'] = quantize_model      # `load_model(..., quantization='int8')` and `LLM(..., quantization='int8')`
+# `load_model(..., quantization='int8')` and `LLM(..., quantization='int8')`
+QUANTIZATIONS['int8'] = quantize_model

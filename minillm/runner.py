@@ -52,12 +52,14 @@ def _flatten(arrays, tables, w: int, fill: int) -> list:
     flat = []
     for a in arrays:
         flat += a
-        flat += [0] * (_aligned(len(flat)) - len(flat))          # each array 16-byte aligned, as `batch_views` reads
+        # each array 16-byte aligned, as `batch_views` reads
+        flat += [0] * (_aligned(len(flat)) - len(flat))
     for t in tables: flat += t + [fill] * (w - len(t))
     return flat
 
 # %% ../nbs/08a_runner.ipynb #99ed94ad
-def attend_ref(q, k_cache, v_cache, block_tables, context_lens, query_start_loc, max_q_len, out=None):
+def attend_ref(q, k_cache, v_cache, block_tables, context_lens, query_start_loc, max_q_len,
+               out=None):
     "The reference attention with the runner's signature (`max_q_len` and `out` are for the kernels)."
     return paged_attention_ref(q, k_cache, v_cache, block_tables, context_lens, query_start_loc)
 
@@ -104,9 +106,11 @@ class ModelRunner:
         self.host = torch.zeros(n, dtype=torch.int32, device='cpu', pin_memory=cuda)
         self.host_np = self.host.numpy()
         self.inputs = torch.zeros(n, dtype=torch.int32, device=dev)
-        self.copied = torch.cuda.Event() if cuda else None                # the last copy out of `host`
-        self.sampled = torch.zeros(max_tokens, dtype=torch.long, device=dev)   # last step's tokens (`feed`)
-        self.attn_out = torch.zeros(max_tokens, c.num_attention_heads, c.head_dim, dtype=dt, device=dev)
+        self.copied = torch.cuda.Event() if cuda else None   # the last copy out of `host`
+        # last step's tokens (`feed`)
+        self.sampled = torch.zeros(max_tokens, dtype=torch.long, device=dev)
+        self.attn_out = torch.zeros(max_tokens, c.num_attention_heads, c.head_dim,
+                                    dtype=dt, device=dev)
         self.graphs = None                  # captured steps (CUDA graphs chapter)
 
 # %% ../nbs/08a_runner.ipynb #b7a10006
@@ -114,9 +118,12 @@ class ModelRunner:
 def pack(self: ModelRunner,
          scheduled,          # `[(seq, n)]`: n new tokens of each sequence
          bm,                 # the block manager, for the block tables
-         drafts=None,        # per sequence, guessed tokens after its new ones; then every token samples
-         feed=None,          # {seq: row of `sampled`}: sequences whose new token is still on the device
-         pad=None) -> Batch: # (sequences, tokens, sample rows) to pad to; default: what `graphs` asks
+         # per sequence, guessed tokens after its new ones; then every token samples
+         drafts=None,
+         # {seq: row of `sampled`}: sequences whose new token is still on the device
+         feed=None,
+         # (sequences, tokens, sample rows) to pad to; default: what `graphs` asks
+         pad=None) -> Batch:
     "The `Batch` of a step: its arrays written to the pinned host buffer, sent to the device in one copy."
     bs, spare, feed = self.block_size, self.spare_block, feed or {}
     ids, pos, slots, src, rows, ctx, qsl, tables, samplers = [], [], [], [], [], [], [0], [], []
@@ -127,7 +134,7 @@ def pack(self: ModelRunner,
         ids += new
         pos += p
         slots += [t[q // bs] * bs + q % bs for q in p]               # the slot formula
-        src += [-1] * (len(new) - 1) + [feed.get(seq, -1)]         # only a last token can be in flight
+        src += [-1] * (len(new) - 1) + [feed.get(seq, -1)]   # only a last token can be in flight
         ctx.append(p.stop)
         qsl.append(qsl[-1] + len(new))
         tables.append(t)
@@ -142,7 +149,7 @@ def pack(self: ModelRunner,
     pt, ps = N2 - N, S2 - S                                        # padding tokens and sequences
     flat = _flatten(([*ids, *[0] * pt], [*pos, *[0] * pt], [*slots, *[-1] * pt], [*src, *[-1] * pt],
                      [*rows, *[0] * (R2 - R)], [*ctx, *[1] * ps],
-                     [*qsl, *range(N + 1, N + 1 + ps)]),           # a padding sequence: one token...
+                     [*qsl, *range(N + 1, N + 1 + ps)]),   # a padding sequence: one token...
                     tables, w, spare)
     flat += [spare] * (w * ps)                                     # ...in the spare block
     if len(flat) > len(self.host_np):
@@ -154,7 +161,8 @@ def pack(self: ModelRunner,
     if self.copied is not None: self.copied.record()
     max_q = max((b - a for a, b in zip(qsl, qsl[1:])), default=0)
     views = batch_views(self.inputs, N2, R2, S2, w)
-    return Batch([s for s, _ in scheduled], samplers, kind, max_q, R, bool(feed), pad is not None, **views)
+    return Batch([s for s, _ in scheduled], samplers, kind, max_q, R, bool(feed), pad is not None,
+                 **views)
 
 # %% ../nbs/08a_runner.ipynb #b7a10008
 @patch

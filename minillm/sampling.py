@@ -16,7 +16,8 @@ __all__ = ['SamplingParams', 'apply_min_tokens', 'token_counts', 'apply_penaltie
            'penalised', 'on_device', 'simple', 'plain_greedy', 'row_params', 'sample_simple', 'PenaltyCounts', 'sample']
 
 # %% ../nbs/07_sampling.ipynb #b3328d37
-_SAMPLING_EPS = 1e-5  # temperatures below this are greedy, as in vLLM (dividing by them would overflow)
+# temperatures below this are greedy, as in vLLM (dividing by them would overflow)
+_SAMPLING_EPS = 1e-5
 
 def _interval(lo, hi, lo_open, hi_open):
     return f"{'(' if lo_open else '['}{lo}, {hi}{')' if hi_open else ']'}"
@@ -48,19 +49,25 @@ class SamplingParams:
     "How one request chooses its tokens (vLLM's names and defaults)."
     n: int = 1                        # completions of the prompt, each its own sequence
     temperature: float = 1.0          # 0 (anything below 1e-5) means greedy
-    top_p: float = 1.0                # keep the smallest set of tokens with probability >= top_p; 1 = off
+    # keep the smallest set of tokens with probability >= top_p; 1 = off
+    top_p: float = 1.0
     top_k: int = 0                    # keep the k most likely tokens; 0 or -1 = off
-    min_p: float = 0.0                # drop tokens less likely than min_p * the top token's probability; 0 = off
+    # drop tokens less likely than min_p * the top token's probability; 0 = off
+    min_p: float = 0.0
     repetition_penalty: float = 1.0   # > 1 discourages tokens of the prompt and output; 1 = off
     presence_penalty: float = 0.0     # subtracted from tokens that occur in the output
     frequency_penalty: float = 0.0    # subtracted once per occurrence in the output
-    seed: int | None = None           # reproducible samples (noise keyed by seed and position); None = shared stream
+    # reproducible samples (noise keyed by seed and position); None = shared stream
+    seed: int | None = None
     max_tokens: int = 16              # most tokens to generate
-    min_tokens: int = 0               # eos and stop tokens are masked until this many were generated
-    stop: list | None = None          # strings that end generation (a str becomes a one-element list)
+    # eos and stop tokens are masked until this many were generated
+    min_tokens: int = 0
+    # strings that end generation (a str becomes a one-element list)
+    stop: list | None = None
     stop_token_ids: list | None = None  # token ids that end generation
     ignore_eos: bool = False          # keep generating after eos
-    logprobs: int | None = None       # None, or how many top logprobs to return (0: just the sampled token's)
+    # None, or how many top logprobs to return (0: just the sampled token's)
+    logprobs: int | None = None
     skip_special_tokens: bool = True  # leave special tokens out of the detokenised text
 
     def __post_init__(self):
@@ -68,25 +75,32 @@ class SamplingParams:
         self.n = _int('n', self.n, lambda v: v >= 1, "an int >= 1")
         self.temperature = _real('temperature', self.temperature, 0, inf, hi_open=True)
         self.top_p = _real('top_p', self.top_p, 0, 1, lo_open=True)
-        self.top_k = _int('top_k', self.top_k, lambda v: v >= -1, "an int: -1 or 0 (disabled) or >= 1")
+        self.top_k = _int('top_k', self.top_k, lambda v: v >= -1,
+                          "an int: -1 or 0 (disabled) or >= 1")
         self.min_p = _real('min_p', self.min_p, 0, 1)
-        self.repetition_penalty = _real('repetition_penalty', self.repetition_penalty, 0, inf, True, True)
+        self.repetition_penalty = _real('repetition_penalty', self.repetition_penalty,
+                                        0, inf, True, True)
         self.presence_penalty = _real('presence_penalty', self.presence_penalty, -2, 2)
         self.frequency_penalty = _real('frequency_penalty', self.frequency_penalty, -2, 2)
         if self.seed is not None:
-            self.seed = _int('seed', self.seed, lambda v: -2**63 <= v < 2**64, "None or an int in [-2**63, 2**64)")
+            self.seed = _int('seed', self.seed, lambda v: -2**63 <= v < 2**64,
+                             "None or an int in [-2**63, 2**64)")
         self.max_tokens = _int('max_tokens', self.max_tokens, lambda v: v >= 1, "an int >= 1")
         self.min_tokens = _int('min_tokens', self.min_tokens, lambda v: v >= 0, "an int >= 0")
         if self.min_tokens > self.max_tokens:
-            raise ValueError(f"min_tokens must be <= max_tokens ({self.max_tokens}), got {self.min_tokens}")
+            raise ValueError(f"min_tokens must be <= max_tokens ({self.max_tokens}), "
+                             f"got {self.min_tokens}")
         stop = [] if self.stop is None else [self.stop] if isinstance(self.stop, str) else self.stop
         if not isinstance(stop, (list, tuple)) or not all(isinstance(s, str) and s for s in stop):
-            raise ValueError(f"stop must be None, a non-empty str or a list of non-empty str, got {self.stop!r}")
+            raise ValueError(f"stop must be None, a non-empty str or a list of non-empty str, "
+                             f"got {self.stop!r}")
         self.stop = list(stop)
         ids = [] if self.stop_token_ids is None else self.stop_token_ids
-        if not isinstance(ids, (list, tuple)) or not all(isinstance(t, numbers.Integral) and not isinstance(t, bool)
-                                                         and t >= 0 for t in ids):
-            raise ValueError(f"stop_token_ids must be None or a list of ints >= 0, got {self.stop_token_ids!r}")
+        if not isinstance(ids, (list, tuple)) or not all(
+                isinstance(t, numbers.Integral) and not isinstance(t, bool) and t >= 0
+                for t in ids):
+            raise ValueError(f"stop_token_ids must be None or a list of ints >= 0, "
+                             f"got {self.stop_token_ids!r}")
         self.stop_token_ids = [int(t) for t in ids]
         self.ignore_eos = _bool('ignore_eos', self.ignore_eos)
         if self.logprobs is not None:
@@ -107,18 +121,21 @@ def apply_min_tokens(logits, params, output_ids, eos_token_ids=()):
             ids = sorted({t for t in (*eos_token_ids, *p.stop_token_ids) if 0 <= t < V})
             rows += [i] * len(ids); cols += ids
     if rows:
-        logits[torch.tensor(rows, device=logits.device), torch.tensor(cols, device=logits.device)] = float('-inf')
+        logits[torch.tensor(rows, device=logits.device),
+               torch.tensor(cols, device=logits.device)] = float('-inf')
     return logits
 
 # %% ../nbs/07_sampling.ipynb #0125ced7
 def token_counts(seqs, vocab_size: int, device=None):
     "`[B, vocab_size]` fp32: how often each token id occurs in each of the B lists of `seqs`."
     B, L = len(seqs), max(map(len, seqs), default=0)
-    counts = torch.zeros(B, vocab_size + 1, device=device)                                 # last column takes the padding
+    counts = torch.zeros(B, vocab_size + 1, device=device)   # last column takes the padding
     if L:
-        ids = torch.tensor([list(s) + [vocab_size] * (L - len(s)) for s in seqs], dtype=torch.long)  # [B, L]
+        # [B, L]
+        ids = torch.tensor([list(s) + [vocab_size] * (L - len(s)) for s in seqs], dtype=torch.long)
         if ids.min() < 0 or ids.max() > vocab_size:
-            raise ValueError(f"token ids must be in [0, {vocab_size}), got {ids.min().item()}..{ids.max().item()}")
+            raise ValueError(f"token ids must be in [0, {vocab_size}), "
+                             f"got {ids.min().item()}..{ids.max().item()}")
         counts.scatter_add_(1, ids.to(device), torch.ones(B, L, device=device))
     return counts[:, :vocab_size]
 
@@ -128,7 +145,8 @@ def apply_penalties(logits, prompt_counts, output_counts, repetition, presence, 
     seen = (prompt_counts > 0) | (output_counts > 0)                                       # [B, V]
     r = repetition[:, None]                                                                # [B, 1]
     logits = torch.where(seen, torch.where(logits > 0, logits / r, logits * r), logits)
-    return logits - frequency[:, None] * output_counts - presence[:, None] * (output_counts > 0).float()
+    return (logits - frequency[:, None] * output_counts
+            - presence[:, None] * (output_counts > 0).float())
 
 # %% ../nbs/07_sampling.ipynb #28750611
 def apply_top_k_top_p(logits, k, p):
@@ -136,9 +154,10 @@ def apply_top_k_top_p(logits, k, p):
     V = logits.shape[-1]
     srt, order = logits.sort(-1, descending=True)                                         # [B, V]
     k = torch.where(k > 0, k.clamp(max=V), V)
-    srt = srt.masked_fill(srt < srt.gather(1, (k - 1)[:, None]), float('-inf'))           # below the k-th value
+    # below the k-th value
+    srt = srt.masked_fill(srt < srt.gather(1, (k - 1)[:, None]), float('-inf'))
     probs = srt.softmax(-1)
-    above = probs.cumsum(-1).roll(1, -1); above[:, 0] = 0                                 # mass ranked strictly above
+    above = probs.cumsum(-1).roll(1, -1); above[:, 0] = 0   # mass ranked strictly above
     drop = (above >= p[:, None]) & (p < 1)[:, None]
     srt = srt.masked_fill(drop, float('-inf'))
     return torch.empty_like(logits).scatter_(1, order, srt)
@@ -154,7 +173,8 @@ def process_logits(logits, params, prompt_ids, output_ids, eos_token_ids=()):
     "fp32 copy of `logits` `[B, V]` after all processors (removed tokens -inf; greedy rows: penalties only)."
     x = logits.to(torch.float32, copy=True)
     B, V = x.shape
-    row = lambda f, dtype=torch.float32: torch.tensor([f(p) for p in params], dtype=dtype, device=x.device)  # [B]
+    row = lambda f, dtype=torch.float32: torch.tensor([f(p) for p in params],
+                                                      dtype=dtype, device=x.device)  # [B]
     apply_min_tokens(x, params, output_ids, eos_token_ids)
     rep = [p.repetition_penalty != 1 for p in params]
     pen = [r or p.presence_penalty != 0 or p.frequency_penalty != 0 for r, p in zip(rep, params)]
@@ -196,10 +216,11 @@ def sample_key(seed: int, position: int) -> int:
 # %% ../nbs/07_sampling.ipynb #b08c7931
 def keyed_exponential(keys, vocab_size: int, device=None):
     "`[len(keys), vocab_size]` Exp(1) variates; row r is a function of `keys[r]` alone (a list or an int64 tensor)."
-    k = (keys if torch.is_tensor(keys) else torch.tensor(keys, dtype=torch.int64, device=device))[:, None]   # [R, 1]
+    k = (keys if torch.is_tensor(keys)
+         else torch.tensor(keys, dtype=torch.int64, device=device))[:, None]   # [R, 1]
     device = k.device
     j = _mix32(torch.arange(vocab_size, dtype=torch.int64, device=device))[None, :]    # [1, V]
-    u = ((_mix32(k ^ j) >> 8).float() + 0.5) * 2.0 ** -24                             # [R, V] in (0, 1)
+    u = ((_mix32(k ^ j) >> 8).float() + 0.5) * 2.0 ** -24   # [R, V] in (0, 1)
     return -torch.log(u)
 
 # %% ../nbs/07_sampling.ipynb #b2cd48f5
@@ -209,7 +230,7 @@ def random_sample(probs, keys, generator=None):
     keyed = [i for i, k in enumerate(keys) if k is not None]
     if len(keyed) == B: q = keyed_exponential(keys, V, probs.device)
     else:
-        q = torch.empty_like(probs).exponential_(generator=generator)                 # [B, V] the shared stream
+        q = torch.empty_like(probs).exponential_(generator=generator)   # [B, V] the shared stream
         if keyed: q[keyed] = keyed_exponential([keys[i] for i in keyed], V, probs.device)
     return (probs / q.clamp_min_(torch.finfo(q.dtype).tiny)).argmax(-1)
 
@@ -218,7 +239,8 @@ def random_sample(probs, keys, generator=None):
 class SamplerOutput:
     "One sampled token per row (on the logits' device) and, for rows that asked, its logprobs."
     tokens: torch.Tensor   # [B] long
-    logprobs: list         # per row: (logprob of the sampled token, {token_id: logprob} of the top n), or None
+    # per row: (logprob of the sampled token, {token_id: logprob} of the top n), or None
+    logprobs: list
     @property
     def token_ids(self) -> list: return self.tokens.tolist()
 
@@ -267,7 +289,8 @@ def row_params(params, keys, device) -> torch.Tensor:
     "`[5, B]` float64 on `device`: temperature (0: greedy), top_k, top_p, min_p, key (-1: none); no host sync."
     return _upload([[0.0 if p.greedy else p.temperature for p in params], [p.top_k for p in params],
                     [p.top_p for p in params], [p.min_p for p in params],
-                    [-1 if k is None else k for k in keys]], torch.float64, device)   # 32-bit keys are exact
+                    # 32-bit keys are exact
+                    [-1 if k is None else k for k in keys]], torch.float64, device)
 
 # %% ../nbs/07_sampling.ipynb #6ecea653
 def sample_simple(logits, params, keys, generator=None, out=None):
@@ -278,9 +301,10 @@ def sample_simple(logits, params, keys, generator=None, out=None):
     x = logits.float() / torch.where(greedy, 1.0, temp).float()[:, None]
     hot = [p for p in params if not p.greedy]
     if any(p.top_k > 0 or p.top_p < 1 for p in hot):
-        x = apply_top_k_top_p(x, torch.where(greedy, 0, k).long(), torch.where(greedy, 1.0, top_p).float())
+        x = apply_top_k_top_p(x, torch.where(greedy, 0, k).long(),
+                              torch.where(greedy, 1.0, top_p).float())
     if any(p.min_p > 0 for p in hot): x = apply_min_p(x, torch.where(greedy, 0.0, min_p).float())
-    q = torch.empty_like(x).exponential_(generator=generator)                      # [B, V] the shared stream
+    q = torch.empty_like(x).exponential_(generator=generator)   # [B, V] the shared stream
     if any(x_key is not None for x_key in keys):
         q = torch.where((key >= 0)[:, None], keyed_exponential(key.long(), V), q)
     tokens = (x.softmax(-1) / q.clamp_min_(torch.finfo(q.dtype).tiny)).argmax(-1)
@@ -290,9 +314,12 @@ def sample_simple(logits, params, keys, generator=None, out=None):
 class PenaltyCounts:
     "Token counts of sequences on the device, a slot each: the tokens its prompt has, how often its output has each."
     def __init__(self, num_slots: int, vocab_size: int, device=None):
-        self.prompt = torch.zeros(num_slots, vocab_size, dtype=torch.bool, device=device)   # [slots, V]
-        self.output = torch.zeros(num_slots, vocab_size, device=device)                     # [slots, V]
-        self.free, self.slots = list(range(num_slots))[::-1], {}       # key -> [slot, output tokens counted]
+        # [slots, V]
+        self.prompt = torch.zeros(num_slots, vocab_size, dtype=torch.bool, device=device)
+        # [slots, V]
+        self.output = torch.zeros(num_slots, vocab_size, device=device)
+        # key -> [slot, output tokens counted]
+        self.free, self.slots = list(range(num_slots))[::-1], {}
 
     def drop(self, key):
         "Free `key`'s slot (its sequence finished, or left the batch)."
@@ -340,8 +367,9 @@ def apply(self: PenaltyCounts, logits, slots, params, pending=None):
     rows = [i for i, s in enumerate(slots) if s >= 0]
     if not rows: return x
     p = [params[i] for i in rows]
-    t = _upload([rows, [slots[i] for i in rows], [q.repetition_penalty for q in p], [q.presence_penalty for q in p],
-                 [q.frequency_penalty for q in p]], torch.float64, x.device)       # one copy; small ints are exact
+    t = _upload([rows, [slots[i] for i in rows], [q.repetition_penalty for q in p],
+                 [q.presence_penalty for q in p], [q.frequency_penalty for q in p]],
+                torch.float64, x.device)       # one copy; small ints are exact
     r, s = t[0].long(), t[1].long()
     out = self.output[s]                                                            # [P, V], a copy
     if pending is not None:
@@ -360,27 +388,31 @@ def sample(logits,             # `[B, V]` raw logits, one row per token to choos
            generator=None,     # the shared stream; None: torch's default generator
            out=None,           # `[B]` long tensor for the tokens of a batch of simple rows
            simple_sampler=sample_simple,   # what samples a batch of simple rows
-           penalties=None) -> SamplerOutput:   # `(PenaltyCounts, slots, pending)`: penalties from device counts
+           # `(PenaltyCounts, slots, pending)`: penalties from device counts
+           penalties=None) -> SamplerOutput:
     "Choose the next token of each row of `logits`, each row with its own `SamplingParams`."
     if not torch.is_tensor(logits) or logits.ndim != 2 or not logits.is_floating_point():
         raise ValueError(f"logits must be a float tensor of shape [B, V], got "
                          f"{tuple(logits.shape) if torch.is_tensor(logits) else type(logits).__name__}")
     B = logits.shape[0]
-    for name, v in (('params', params), ('prompt_ids', prompt_ids), ('output_ids', output_ids), ('keys', keys)):
-        if len(v) != B: raise ValueError(f"{name} must have one entry per row of logits ({B}), got {len(v)}")
+    for name, v in (('params', params), ('prompt_ids', prompt_ids), ('output_ids', output_ids),
+                    ('keys', keys)):
+        if len(v) != B:
+            raise ValueError(f"{name} must have one entry per row of logits ({B}), got {len(v)}")
     eos = (eos_token_ids,) if isinstance(eos_token_ids, int) else tuple(eos_token_ids)
-    if all(plain_greedy(p, o) for p, o in zip(params, output_ids)):                      # the common serving case
+    if all(plain_greedy(p, o) for p, o in zip(params, output_ids)):   # the common serving case
         return SamplerOutput(torch.argmax(logits, -1, out=out), [None] * B)
-    if all(simple(p, o) for p, o in zip(params, output_ids)):                            # no history needed
+    if all(simple(p, o) for p, o in zip(params, output_ids)):   # no history needed
         return SamplerOutput(simple_sampler(logits, params, keys, generator, out), [None] * B)
     if penalties is not None and all(on_device(p, o) for p, o in zip(params, output_ids)):
         counts, slots, pending = penalties
         if len(slots) != B:
-            raise ValueError(f"penalties' slots must have one entry per row of logits ({B}), got {len(slots)}")
+            raise ValueError(f"penalties' slots must have one entry per row of logits ({B}), "
+                             f"got {len(slots)}")
         x = counts.apply(logits, slots, params, pending)
         return SamplerOutput(simple_sampler(x, params, keys, generator, out), [None] * B)
     x = process_logits(logits, params, prompt_ids, output_ids, eos)
-    tokens = x.argmax(-1)                                                                 # [B]; final for greedy rows
+    tokens = x.argmax(-1)   # [B]; final for greedy rows
     idx = [i for i, p in enumerate(params) if not p.greedy]
     if idx:
         sub = x if len(idx) == B else x[idx]                                              # [S, V]

@@ -27,16 +27,19 @@ class Sequence:
     arrival: float = field(default_factory=time.perf_counter)
     status: str = WAITING
     num_computed: int = 0          # tokens whose K/V are in the cache
-    num_cached_tokens: int | None = None  # prompt tokens found in the prefix cache at first admission
+    # prompt tokens found in the prefix cache at first admission
+    num_cached_tokens: int | None = None
     finish_reason: str | None = None
-    pending: int = 0               # tokens being sampled on the device: placeholders (-1) at the end of token_ids
+    # tokens being sampled on the device: placeholders (-1) at the end of token_ids
+    pending: int = 0
     def __post_init__(self): self.token_ids, self.output_ids = list(self.prompt_ids), []
     @property
     def num_tokens(self): return len(self.token_ids)
 
 # %% ../nbs/08_scheduler.ipynb #1335dfb2
 @patch(as_prop=True)
-def capped(self: Sequence) -> bool: return len(self.output_ids) + self.pending >= self.params.max_tokens   # nothing left to run
+def capped(self: Sequence) -> bool:   # nothing left to run
+    return len(self.output_ids) + self.pending >= self.params.max_tokens
 @patch
 def reserve(self: Sequence):
     "Count a token that a launched step is sampling on the device, before its value is known."
@@ -44,7 +47,9 @@ def reserve(self: Sequence):
 @patch
 def append(self: Sequence, tok: int):
     "Add a sampled token (in the first placeholder's place, if any)."
-    if self.pending: self.token_ids[len(self.prompt_ids) + len(self.output_ids)] = tok; self.pending -= 1
+    if self.pending:
+        self.token_ids[len(self.prompt_ids) + len(self.output_ids)] = tok
+        self.pending -= 1
     else: self.token_ids.append(tok)
     self.output_ids.append(tok)
 
@@ -59,7 +64,8 @@ class SchedulerOutput:
 class Scheduler:
     "Chooses, each step, which sequences run and how many tokens each computes; the only owner of KV blocks."
     def __init__(self, block_manager: BlockManager, max_num_seqs: int, max_num_batched_tokens: int):
-        self.bm, self.max_num_seqs, self.max_num_batched_tokens = block_manager, max_num_seqs, max_num_batched_tokens
+        self.bm, self.max_num_seqs, self.max_num_batched_tokens = (block_manager, max_num_seqs,
+                                                                   max_num_batched_tokens)
         self.waiting, self.running = deque(), []
         self.num_preemptions = 0
 
@@ -91,9 +97,11 @@ def schedule(self: Scheduler) -> SchedulerOutput:
             scheduled.append((seq, n)); budget -= n; i += 1
             continue
         break
-    while self.waiting and budget > 0 and not preempted and len(self.running) < self.max_num_seqs:  # 2. admit
+    # 2. admit
+    while self.waiting and budget > 0 and not preempted and len(self.running) < self.max_num_seqs:
         seq = self.waiting[0]
-        if not self.bm.allocate(seq.seq_id, seq.token_ids, seq.num_tokens, budget=budget): break   # cached prefix + budget
+        # cached prefix + budget
+        if not self.bm.allocate(seq.seq_id, seq.token_ids, seq.num_tokens, budget=budget): break
         seq.num_computed = self.bm.num_cached_tokens(seq.seq_id)
         if seq.num_cached_tokens is None: seq.num_cached_tokens = seq.num_computed
         n = min(seq.num_tokens - seq.num_computed, budget)

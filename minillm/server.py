@@ -23,7 +23,8 @@ __all__ = ['FIELDS', 'EngineProcess', 'APIError', 'request_params', 'make_params
 def _wire(o) -> tuple:
     "An engine output as plain tuples (ten times cheaper to pickle than the dataclasses)."
     m, timing = o.metrics, None
-    if o.finished and m.first_token_time and m.finish_time: timing = m.ttft, m.finish_time - m.first_token_time
+    if o.finished and m.first_token_time and m.finish_time:
+        timing = m.ttft, m.finish_time - m.first_token_time
     return (o.request_id, o.finished, o.error, timing,
             [(c.index, c.text, c.token_ids, c.logprobs, c.finish_reason) for c in o.outputs])
 
@@ -53,14 +54,15 @@ def _engine_main(config: EngineConfig, conn):
         engine = LLMEngine(config)
     except Exception as e: return conn.send(('error', str(e)))
     s, bm = engine.scheduler, engine.block_manager
-    stats = lambda: (len(s.running), len(s.waiting), bm.num_used_blocks / bm.num_blocks, bm.stats.hit_rate)
+    stats = lambda: (len(s.running), len(s.waiting), bm.num_used_blocks / bm.num_blocks,
+                     bm.stats.hit_rate)
     conn.send(('ready', str(engine.model.path), engine.max_model_len))
     pending, ready = {}, True                              # outputs not sent yet; may we send?
     try:
         while True:
             idle = not engine.has_unfinished_requests()
             if idle and not pending: conn.send(('stats', stats()))
-            if idle: conn.poll(None)                       # wait for a command (or for the server to be ready)
+            if idle: conn.poll(None)   # wait for a command (or for the server to be ready)
             while conn.poll():
                 cmd, *args = conn.recv()
                 if cmd == 'stop': return engine.close()
@@ -71,14 +73,15 @@ def _engine_main(config: EngineConfig, conn):
                 else: conn.send(('added', args[0], _add(engine, *args)))
             if engine.has_unfinished_requests():
                 try: outs = engine.step()
-                except Exception as e:                     # not a failed request (the engine handles those): a bug
+                except Exception as e:   # not a failed request (the engine handles those): a bug
                     traceback.print_exc()
                     engine.abort_request(list(engine.requests))
                     pending.clear()
                     conn.send(('fail', f"internal error: {e!r}"))
                     continue
-                for o in map(_wire, outs): pending[o[0]] = _merge(pending[o[0]], o) if o[0] in pending else o
-            if ready and pending:                          # one message in flight: the rest wait, merged
+                for o in map(_wire, outs):
+                    pending[o[0]] = _merge(pending[o[0]], o) if o[0] in pending else o
+            if ready and pending:   # one message in flight: the rest wait, merged
                 conn.send(('outputs', list(pending.values()), stats()))
                 pending, ready = {}, False
     except (EOFError, OSError): pass                       # the server is gone
@@ -89,16 +92,19 @@ class EngineProcess:
     def __init__(self, config: EngineConfig):
         ctx = mp.get_context('spawn')                      # CUDA does not survive a fork
         self.conn, child = ctx.Pipe()
-        from minillm import server                         # spawn finds a function by its module's name: not __main__
-        self.proc = ctx.Process(target=server._engine_main, args=(config, child), name='minillm-engine', daemon=True)
+        from minillm import server   # spawn finds a function by its module's name: not __main__
+        self.proc = ctx.Process(target=server._engine_main, args=(config, child),
+                                name='minillm-engine', daemon=True)
         self.proc.start()
         child.close()
         try: kind, *info = self.conn.recv()
-        except EOFError: kind, info = 'error', [f"the engine process ended (exit code {self._exitcode()})"]
+        except EOFError:
+            kind, info = 'error', [f"the engine process ended (exit code {self._exitcode()})"]
         if kind == 'error': raise RuntimeError(info[0])
         path, self.max_model_len = info
         self.tokenizer = load_tokenizer(path)
-        self.queues, self.adding, self.stats = {}, {}, (0, 0, 0.0, 0.0)   # running, waiting, KV in use, prefix hits
+        # running, waiting, KV in use, prefix hits
+        self.queues, self.adding, self.stats = {}, {}, (0, 0, 0.0, 0.0)
         self.lock, self.stopped, self.stopping = threading.Lock(), False, False
         self.reader = threading.Thread(target=self._read, name='minillm-outputs', daemon=True)
         self.reader.start()
@@ -154,11 +160,14 @@ def _read(self: EngineProcess):
                 if err is not None: self.queues.pop(rid, None)
                 fut = self.adding.pop(rid, None)
                 if fut is not None: fut.get_loop().call_soon_threadsafe(_settle, fut, err)
-            elif kind == 'fail': self._deliver([(r, RuntimeError(msg[0]), True) for r in list(self.queues)])
+            elif kind == 'fail':
+                self._deliver([(r, RuntimeError(msg[0]), True) for r in list(self.queues)])
     except (EOFError, OSError): pass
     with self.lock: self.stopped = True
-    why = "the server shut down" if self.stopping else f"the engine process ended (exit code {self._exitcode()})"
-    for fut in list(self.adding.values()): fut.get_loop().call_soon_threadsafe(_settle, fut, RuntimeError(why))
+    why = ("the server shut down" if self.stopping
+           else f"the engine process ended (exit code {self._exitcode()})")
+    for fut in list(self.adding.values()):
+        fut.get_loop().call_soon_threadsafe(_settle, fut, RuntimeError(why))
     self._deliver([(r, RuntimeError(why), True) for r in list(self.queues)])
 
 # %% ../nbs/09b_server.ipynb #9b000046
@@ -207,11 +216,13 @@ class APIError(Exception):
     def body(self) -> dict:
         kind = {400: 'BadRequestError', 404: 'NotFoundError', 503: 'ServiceUnavailableError'}
         kind = kind.get(self.status, 'InternalServerError')
-        return {'error': {'message': self.message, 'type': kind, 'param': self.param, 'code': self.status}}
+        return {'error': {'message': self.message, 'type': kind, 'param': self.param,
+                          'code': self.status}}
 
 # %% ../nbs/09b_server.ipynb #30a2aad8
 FIELDS = ('n', 'temperature', 'top_p', 'top_k', 'min_p', 'presence_penalty', 'frequency_penalty',
-          'repetition_penalty', 'seed', 'stop', 'stop_token_ids', 'ignore_eos', 'min_tokens', 'skip_special_tokens')
+          'repetition_penalty', 'seed', 'stop', 'stop_token_ids', 'ignore_eos', 'min_tokens',
+          'skip_special_tokens')
 
 def request_params(body: dict, chat: bool) -> dict:
     "The `SamplingParams` fields of an OpenAI request body, `max_tokens` None where the request leaves it open."
@@ -219,7 +230,8 @@ def request_params(body: dict, chat: bool) -> dict:
     if chat:
         kw['max_tokens'] = body.get('max_completion_tokens', body.get('max_tokens'))
         if body.get('logprobs') not in (None, True, False):
-            raise APIError(f"logprobs must be a bool for chat completions, got {body['logprobs']!r}", 'logprobs')
+            raise APIError(f"logprobs must be a bool for chat completions, "
+                           f"got {body['logprobs']!r}", 'logprobs')
         if body.get('logprobs'): kw['logprobs'] = body.get('top_logprobs') or 0
     else:
         kw['max_tokens'] = body.get('max_tokens', 16)
@@ -229,7 +241,8 @@ def request_params(body: dict, chat: bool) -> dict:
 # %% ../nbs/09b_server.ipynb #aa8ed69d
 def make_params(kw: dict, prompt_len: int, max_model_len: int) -> SamplingParams:
     "`SamplingParams` for a prompt of `prompt_len` tokens; an open `max_tokens` takes the context that is left."
-    kw = dict(kw, max_tokens=kw['max_tokens'] if kw['max_tokens'] is not None else max(1, max_model_len - prompt_len))
+    kw = dict(kw, max_tokens=kw['max_tokens'] if kw['max_tokens'] is not None
+              else max(1, max_model_len - prompt_len))
     try: return SamplingParams(**kw)
     except ValueError as e: raise APIError(str(e), str(e).split()[0]) from None
 
@@ -239,7 +252,8 @@ def completion_prompts(body: dict) -> list:
     p, ids = body.get('prompt'), lambda x: is_token_ids(x) and bool(x)
     if isinstance(p, str) or ids(p): return [p]
     if isinstance(p, list) and p and all(isinstance(x, str) or ids(x) for x in p): return p
-    raise APIError("prompt must be a string, a list of strings, a list of token ids, or a list of those", 'prompt')
+    raise APIError("prompt must be a string, a list of strings, a list of token ids, "
+                   "or a list of those", 'prompt')
 
 # %% ../nbs/09b_server.ipynb #9b000013
 def _tok(tok, t) -> str: return tok.decode([t])
@@ -249,7 +263,8 @@ def completion_logprobs(tok, token_ids, lps, start: int = 0) -> dict:
     toks = [_tok(tok, t) for t in token_ids]
     offsets = [start + sum(map(len, toks[:i])) for i in range(len(toks))]
     return dict(tokens=toks, token_logprobs=[lp[t] for t, lp in zip(token_ids, lps)],
-                top_logprobs=[{_tok(tok, k): v for k, v in lp.items()} for lp in lps], text_offset=offsets)
+                top_logprobs=[{_tok(tok, k): v for k, v in lp.items()} for lp in lps],
+                text_offset=offsets)
 
 # %% ../nbs/09b_server.ipynb #016daace
 def chat_logprobs(tok, token_ids, lps, top: int) -> dict:
@@ -277,11 +292,14 @@ class Metrics:
                                          ('kv_cache_usage_perc', 'KV cache blocks in use, 0 to 1'),
                                          ('prefix_cache_hit_rate', 'Prefix cache hit rate')]):
             Gauge(f'minillm:{name}', doc, registry=r).set_function(lambda i=i: engine.stats[i])
-        self.prompt = Counter('minillm:prompt_tokens', 'Prompt tokens of finished requests', registry=r)
+        self.prompt = Counter('minillm:prompt_tokens', 'Prompt tokens of finished requests',
+                              registry=r)
         self.generated = Counter('minillm:generation_tokens', 'Generated tokens', registry=r)
-        self.finished = Counter('minillm:request_success', 'Finished choices', ['finished_reason'], registry=r)
+        self.finished = Counter('minillm:request_success', 'Finished choices', ['finished_reason'],
+                                registry=r)
         buckets = (.001, .005, .01, .02, .05, .1, .2, .5, 1, 2, 5, 10, 30)
-        hist = lambda name, doc: Histogram(f'minillm:{name}_seconds', doc, buckets=buckets, registry=r)
+        hist = lambda name, doc: Histogram(f'minillm:{name}_seconds', doc, buckets=buckets,
+                                           registry=r)
         self.ttft = hist('time_to_first_token', 'Time to first token')
         self.tpot = hist('time_per_output_token', 'Time per output token after the first')
 
@@ -299,13 +317,16 @@ class Server:
         self.app = app = FastAPI(title='minillm', lifespan=self._lifespan)
 
         @app.exception_handler(APIError)
-        async def api_error(request, e: APIError): return JSONResponse(e.body(), status_code=e.status)
+        async def api_error(request, e: APIError):
+            return JSONResponse(e.body(), status_code=e.status)
         @app.get('/health')
-        async def health(): return Response(status_code=503 if engine.stopping or engine.stopped else 200)
+        async def health():
+            return Response(status_code=503 if engine.stopping or engine.stopped else 200)
         @app.get('/v1/models')
         async def models(): return dict(object='list', data=[self._model_card()])
         @app.get('/metrics')
-        async def metrics(): return Response(self.metrics.text(), media_type='text/plain; version=0.0.4')
+        async def metrics():
+            return Response(self.metrics.text(), media_type='text/plain; version=0.0.4')
         @app.post('/v1/completions')
         async def completions(request: Request): return await self.complete(request, chat=False)
         @app.post('/v1/chat/completions')
@@ -351,7 +372,8 @@ async def complete(self: Server, request, chat: bool):
     "Serve a completion or chat completion request."
     body = await _body(request)
     if body.get('model') not in (None, self.model_name):
-        raise APIError(f"model {body['model']!r} does not exist; this server serves {self.model_name!r}", 'model', 404)
+        raise APIError(f"model {body['model']!r} does not exist; "
+                       f"this server serves {self.model_name!r}", 'model', 404)
     kw, prompts = request_params(body, chat), self._prompts(body, chat)
     params = [make_params(kw, len(ids), self.engine.max_model_len) for ids in prompts]
     rid, q = f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}", asyncio.Queue()
@@ -360,9 +382,12 @@ async def complete(self: Server, request, chat: bool):
         for r, ids, p in zip(rids, prompts, params): await self.engine.add(r, ids, p, q)
     except Exception as e:
         self.engine.abort(list(rids))
-        if isinstance(e, RuntimeError): raise APIError(str(e), status=503) from None   # shutting down
-        if not isinstance(e, (ValueError, TypeError)): raise APIError(f"internal error: {e!r}", status=500) from None
-        raise APIError(str(e), 'max_tokens' if 'max_tokens' in str(e) else 'messages' if chat else 'prompt') from None
+        # shutting down
+        if isinstance(e, RuntimeError): raise APIError(str(e), status=503) from None
+        if not isinstance(e, (ValueError, TypeError)):
+            raise APIError(f"internal error: {e!r}", status=500) from None
+        raise APIError(str(e), 'max_tokens' if 'max_tokens' in str(e)
+                       else 'messages' if chat else 'prompt') from None
     call = _Call(self, rid, chat, rids, params, prompts, q)
     if body.get('stream'):
         usage_too = bool((body.get('stream_options') or {}).get('include_usage'))
@@ -377,7 +402,7 @@ class _Call:
         self.n, self.tok, self.created = params[0].n, server.engine.tokenizer, int(time.time())
         self.top, self.prompts = params[0].logprobs if chat else None, prompts
         self.prompt_tokens, self.completion_tokens, self.done = sum(map(len, prompts)), 0, set()
-        self.offsets, self.ntok = {}, {}                   # choice -> characters of text, tokens so far
+        self.offsets, self.ntok = {}, {}   # choice -> characters of text, tokens so far
 
 # %% ../nbs/09b_server.ipynb #056a9972
 @patch
@@ -396,7 +421,8 @@ def _choices(self: _Call, o, stream: bool) -> list:
         if lps is not None:
             lps = (chat_logprobs(self.tok, ids, lps, self.top) if self.chat else
                    completion_logprobs(self.tok, ids, lps, self.offsets.get(i, 0)))
-        self.offsets[i], self.ntok[i] = self.offsets.get(i, 0) + len(text), self.ntok.get(i, 0) + len(ids)
+        self.offsets[i], self.ntok[i] = (self.offsets.get(i, 0) + len(text),
+                                         self.ntok.get(i, 0) + len(ids))
         if not self.chat: body = dict(text=text)
         elif stream: body = dict(delta=dict(content=text) if text or not reason else {})
         else: body = dict(message=dict(role='assistant', content=text))
@@ -425,7 +451,9 @@ def _record(self: _Call, o, j):
 async def _next(self: _Call, request=None):
     "The next engine output; None if the client went away (checked every half second when `request`)."
     while True:
-        try: item = await asyncio.wait_for(self.q.get(), 0.5) if request is not None else await self.q.get()
+        try:
+            item = (await asyncio.wait_for(self.q.get(), 0.5) if request is not None
+                    else await self.q.get())
         except asyncio.TimeoutError:
             if await request.is_disconnected(): return None
             continue
@@ -468,7 +496,8 @@ async def result(self: _Call, request) -> dict:
                 if a is not ch: _join(a, ch, self.chat)
     finally: self._abort_rest()
     choices = [acc[i] for i in sorted(acc)]
-    return dict(self._head(), choices=choices, usage=usage(self.prompt_tokens, self.completion_tokens))
+    return dict(self._head(), choices=choices,
+                usage=usage(self.prompt_tokens, self.completion_tokens))
 
 # %% ../nbs/09b_server.ipynb #57152b8d
 @patch
@@ -477,11 +506,11 @@ async def events(self: _Call, usage_too: bool):
     head = self._head('.chunk' if self.chat else '')
     try:
         if self.chat:
-            first = [dict(index=i, delta=dict(role='assistant', content=''), logprobs=None, finish_reason=None)
-                     for i in range(len(self.rids) * self.n)]
+            first = [dict(index=i, delta=dict(role='assistant', content=''), logprobs=None,
+                          finish_reason=None) for i in range(len(self.rids) * self.n)]
             yield sse(dict(head, choices=first))
         while len(self.done) < len(self.rids):
-            try:                                           # the next output, and any queued behind it
+            try:   # the next output, and any queued behind it
                 outs = [await self._next()]
                 while not self.q.empty(): outs.append(self._take(self.q.get_nowait()))
             except APIError as e:
@@ -489,9 +518,12 @@ async def events(self: _Call, usage_too: bool):
                 break
             merged = {}                                    # one event per engine request
             for o in outs: merged[o[0]] = _merge(merged[o[0]], o) if o[0] in merged else o
-            yield ''.join(sse(dict(head, choices=self._choices(o, stream=True))) for o in merged.values())
+            yield ''.join(sse(dict(head, choices=self._choices(o, stream=True)))
+                          for o in merged.values())
         else:
-            if usage_too: yield sse(dict(head, choices=[], usage=usage(self.prompt_tokens, self.completion_tokens)))
+            if usage_too:
+                yield sse(dict(head, choices=[],
+                               usage=usage(self.prompt_tokens, self.completion_tokens)))
         yield sse('[DONE]')
     finally: self._abort_rest()
 
@@ -499,7 +531,8 @@ async def events(self: _Call, usage_too: bool):
 class _Uvicorn(uvicorn.Server):
     "uvicorn's server; on Ctrl-C the engine stops `grace` seconds later, failing the requests left."
     def __init__(self, server: Server, grace: float, **kw):
-        super().__init__(uvicorn.Config(server.app, log_level='warning', timeout_graceful_shutdown=grace + 2, **kw))
+        super().__init__(uvicorn.Config(server.app, log_level='warning',
+                                        timeout_graceful_shutdown=grace + 2, **kw))
         self.stop_engine = threading.Timer(grace, server.engine.stop)
         self.stop_engine.daemon = True
 
@@ -508,13 +541,14 @@ class _Uvicorn(uvicorn.Server):
         super().handle_exit(sig, frame)
 
 # %% ../nbs/09b_server.ipynb #36591cbe
-def serve(config: EngineConfig, host: str = '127.0.0.1', port: int = 8000, model_name: str | None = None,
-          grace: float = 3.0):
+def serve(config: EngineConfig, host: str = '127.0.0.1', port: int = 8000,
+          model_name: str | None = None, grace: float = 3.0):
     "Serve `config`'s model with the OpenAI API at http://host:port/v1 until interrupted."
     server = Server(EngineProcess(config), model_name or str(config.model))
-    print(f"minillm: serving {server.model_name!r} at http://{host}:{port}/v1 (Ctrl-C stops)", flush=True)
+    print(f"minillm: serving {server.model_name!r} at http://{host}:{port}/v1 (Ctrl-C stops)",
+          flush=True)
     try: _Uvicorn(server, grace, host=host, port=port).run()
-    except KeyboardInterrupt: pass                        # uvicorn re-raises Ctrl-C once it has shut down
+    except KeyboardInterrupt: pass   # uvicorn re-raises Ctrl-C once it has shut down
     finally: server.engine.stop()
     print("minillm: stopped", flush=True)
 
@@ -523,7 +557,8 @@ def serve(config: EngineConfig, host: str = '127.0.0.1', port: int = 8000, model
 def server_process(*args: str, port: int = 8000, timeout: float = 600):
     "Run `minillm serve --port port *args` until the block ends; yields the process, with `url` (its /v1)."
     log = tempfile.TemporaryFile('w+')
-    cmd = [sys.executable, '-c', 'from minillm.cli import main; main()', 'serve', '--port', str(port), *args]
+    cmd = [sys.executable, '-c', 'from minillm.cli import main; main()',
+           'serve', '--port', str(port), *args]
     p = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, text=True)
     p.url, t0 = f'http://127.0.0.1:{port}/v1', time.monotonic()
     try:

@@ -19,19 +19,22 @@ __all__ = ['NgramIndex', 'accept', 'SpeculativeStep', 'speculation_plugin']
 class NgramIndex:
     "Where each n-gram (`n_min <= n <= n_max`) of a growing token list last ended; drafts by lookup."
     def __init__(self, n_max: int = 4, n_min: int = 2):
-        self.n_max, self.n_min, self.upto, self.last = n_max, n_min, 0, {}   # last: n-gram tuple -> its end
+        # last: n-gram tuple -> its end
+        self.n_max, self.n_min, self.upto, self.last = n_max, n_min, 0, {}
 
     def propose(self, toks, k: int) -> list:
         "Up to `k` tokens that followed the most recent earlier occurrence of the longest suffix n-gram of `toks`."
         L = len(toks)
-        for e in range(self.upto + 1, L):                  # n-grams ending at e (exclusive), each followed by toks[e]
+        # n-grams ending at e (exclusive), each followed by toks[e]
+        for e in range(self.upto + 1, L):
             for n in range(self.n_min, min(self.n_max, e) + 1): self.last[tuple(toks[e - n:e])] = e
         self.upto = max(self.upto, L - 1)
         for n in range(min(self.n_max, L - 1), self.n_min - 1, -1):
             e = self.last.get(tuple(toks[L - n:]))
             if e is not None:
                 out = list(toks[e:e + k])
-                while len(out) < k: out.append(out[len(out) - (L - e)])   # past the end: copy the copy
+                # past the end: copy the copy
+                while len(out) < k: out.append(out[len(out) - (L - e)])
                 return out
         return []
 
@@ -47,7 +50,8 @@ class SpeculativeStep:
     "Step strategy: decode steps of at most `max_batch` sequences verify n-gram drafts; others go to `base`."
     def __init__(self, base, k: int, n_max: int = 4, n_min: int = 2, max_batch: int = 16):
         self.base, self.k, self.n_max, self.n_min, self.max_batch = base, k, n_max, n_min, max_batch
-        self.index = weakref.WeakKeyDictionary()        # Sequence -> its NgramIndex, gone with the sequence
+        # Sequence -> its NgramIndex, gone with the sequence
+        self.index = weakref.WeakKeyDictionary()
         self.proposed = self.accepted = self.steps = 0
 
 # %% ../nbs/12_speculative.ipynb #95f2a376
@@ -93,7 +97,8 @@ def verify(self: SpeculativeStep, engine, scheduled, drafts):
         lps.append(out.logprobs[at:at + len(toks[-1])])
         at += len(d) + 1
     engine.deliver(seqs, toks, lps)
-    done = [(s, len(t)) for s, t in zip(seqs, toks) if s.status != FINISHED]   # last token + accepted
+    # last token + accepted
+    done = [(s, len(t)) for s, t in zip(seqs, toks) if s.status != FINISHED]
     engine.scheduler.update(done)
     self.steps += 1
     self.proposed += sum(map(len, drafts))
@@ -109,11 +114,13 @@ def reset(self: SpeculativeStep): self.base.reset()
 # %% ../nbs/12_speculative.ipynb #890f1b0b
 @patch
 def stats(self: SpeculativeStep) -> dict:
-    counts = dict(verify_steps=self.steps, drafts_proposed=self.proposed, drafts_accepted=self.accepted)
+    counts = dict(verify_steps=self.steps, drafts_proposed=self.proposed,
+                  drafts_accepted=self.accepted)
     return dict(self.base.stats(), **counts)
 
 @patch(as_prop=True)
-def acceptance_rate(self: SpeculativeStep) -> float: return self.accepted / self.proposed if self.proposed else 0.0
+def acceptance_rate(self: SpeculativeStep) -> float:
+    return self.accepted / self.proposed if self.proposed else 0.0
 
 # %% ../nbs/12_speculative.ipynb #7c7e05b2
 def speculation_plugin(engine):
@@ -122,6 +129,7 @@ def speculation_plugin(engine):
     if not c.speculative_tokens: return
     k, mb = c.speculative_tokens, c.speculative_max_batch
     if r.graphs is not None: r.graphs.add(r, 'verify', batch_buckets(mb), k + 1)
-    engine.stepper = SpeculativeStep(engine.stepper, k, c.prompt_lookup_max, c.prompt_lookup_min, mb)
+    engine.stepper = SpeculativeStep(engine.stepper, k, c.prompt_lookup_max, c.prompt_lookup_min,
+                                     mb)
 
 PLUGINS['speculation'] = (12, speculation_plugin)

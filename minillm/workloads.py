@@ -16,13 +16,14 @@ __all__ = ['VOCAB', 'WORKLOADS', 'batch_workload', 'mixed_workload', 'prefix_wor
            'measure_bandwidth']
 
 # %% ../nbs/15a_workloads.ipynb #5a5a431b
-VOCAB = 151643                                   # token ids are drawn from [0, VOCAB): no special tokens
+VOCAB = 151643                       # token ids are drawn from [0, VOCAB): no special tokens
 WORKLOADS = ('batch', 'mixed', 'prefix', 'nanovllm')
 
 # %% ../nbs/15a_workloads.ipynb #2bc33f99
 def batch_workload(batch_size: int, prompt_len=256, output_len=128, seed=0, vocab=VOCAB) -> dict:
     "`batch_size` requests of `prompt_len` random tokens, each generating `output_len` tokens."
-    return dict(kind='batch', batch_size=batch_size, prompt_len=prompt_len, output_len=output_len, seed=seed, vocab=vocab)
+    return dict(kind='batch', batch_size=batch_size, prompt_len=prompt_len, output_len=output_len,
+                seed=seed, vocab=vocab)
 
 # %% ../nbs/15a_workloads.ipynb #0ff8a36f
 def mixed_workload(num_requests=256, lo=100, hi=1024, seed=0, vocab=VOCAB) -> dict:
@@ -30,20 +31,24 @@ def mixed_workload(num_requests=256, lo=100, hi=1024, seed=0, vocab=VOCAB) -> di
     return dict(kind='mixed', num_requests=num_requests, lo=lo, hi=hi, seed=seed, vocab=vocab)
 
 # %% ../nbs/15a_workloads.ipynb #2e10e55d
-def prefix_workload(num_requests=32, prefix_len=1024, suffix_len=64, output_len=128, seed=0, vocab=VOCAB) -> dict:
+def prefix_workload(num_requests=32, prefix_len=1024, suffix_len=64, output_len=128, seed=0,
+                    vocab=VOCAB) -> dict:
     "`num_requests` requests sharing their first `prefix_len` tokens, each with `suffix_len` tokens of its own."
-    return dict(kind='prefix', num_requests=num_requests, prefix_len=prefix_len, suffix_len=suffix_len, output_len=output_len, seed=seed, vocab=vocab)
+    return dict(kind='prefix', num_requests=num_requests, prefix_len=prefix_len,
+                suffix_len=suffix_len, output_len=output_len, seed=seed, vocab=vocab)
 
 # %% ../nbs/15a_workloads.ipynb #8b87c4b3
 def nanovllm_workload(num_requests=256, temperature=0.6, seed=0) -> dict:
     "nano-vllm's `bench.py`: prompts of `randint(100, 1024)` ids each `randint(0, 10000)`, `randint(100, 1024)` outputs."
-    return dict(kind='nanovllm', num_requests=num_requests, lo=100, hi=1024, temperature=temperature, seed=seed, vocab=10001)
+    return dict(kind='nanovllm', num_requests=num_requests, lo=100, hi=1024,
+                temperature=temperature, seed=seed, vocab=10001)
 
 # %% ../nbs/15a_workloads.ipynb #f8ebd5b7
 def _nanovllm(spec: dict) -> tuple:
     "nano-vllm's requests, drawn in its order from `random.seed(seed)`: (prompts, max_tokens)."
     rng, lo, hi = random.Random(spec['seed']), spec['lo'], spec['hi']
-    prompts = [[rng.randint(0, spec['vocab'] - 1) for _ in range(rng.randint(lo, hi))] for _ in range(spec['num_requests'])]
+    prompts = [[rng.randint(0, spec['vocab'] - 1) for _ in range(rng.randint(lo, hi))]
+               for _ in range(spec['num_requests'])]
     return prompts, [rng.randint(lo, hi) for _ in prompts]
 
 # %% ../nbs/15a_workloads.ipynb #4fd773ed
@@ -56,11 +61,15 @@ def workload_label(spec: dict) -> str:
 def request_lengths(spec: dict) -> tuple:
     "(prompt lengths, output lengths) of a workload; the same for every variant."
     k = spec.get('kind')
-    if k == 'batch': return [spec['prompt_len']] * spec['batch_size'], [spec['output_len']] * spec['batch_size']
-    if k == 'prefix': return [spec['prefix_len'] + spec['suffix_len']] * spec['num_requests'], [spec['output_len']] * spec['num_requests']
+    if k == 'batch':
+        return [spec['prompt_len']] * spec['batch_size'], [spec['output_len']] * spec['batch_size']
+    if k == 'prefix':
+        return ([spec['prefix_len'] + spec['suffix_len']] * spec['num_requests'],
+                [spec['output_len']] * spec['num_requests'])
     if k == 'mixed':
         rng = random.Random(spec['seed'])
-        pairs = [(rng.randint(spec['lo'], spec['hi']), rng.randint(spec['lo'], spec['hi'])) for _ in range(spec['num_requests'])]
+        pairs = [(rng.randint(spec['lo'], spec['hi']), rng.randint(spec['lo'], spec['hi']))
+                 for _ in range(spec['num_requests'])]
         return [p for p, _ in pairs], [o for _, o in pairs]
     if k == 'nanovllm':
         prompts, outs = _nanovllm(spec)
@@ -70,7 +79,8 @@ def request_lengths(spec: dict) -> tuple:
 # %% ../nbs/15a_workloads.ipynb #384af014
 def make_requests(spec: dict, variant: int = 0) -> tuple:
     "(prompts as token-id lists, max_tokens per request); each `variant` draws fresh tokens of the same lengths."
-    if spec['kind'] == 'nanovllm' and variant == 0: return _nanovllm(spec)       # nano-vllm's very tokens
+    # nano-vllm's very tokens
+    if spec['kind'] == 'nanovllm' and variant == 0: return _nanovllm(spec)
     plens, olens = request_lengths(spec)
     rng = random.Random(f"{spec['seed']}/{variant}")
     draw = lambda n: [rng.randrange(spec['vocab']) for _ in range(n)]
@@ -82,15 +92,18 @@ def make_requests(spec: dict, variant: int = 0) -> tuple:
 # %% ../nbs/15a_workloads.ipynb #ca720f3c
 def model_config(name) -> ModelConfig:
     "The shape of preset `name`, or of the checkpoint directory `name`."
-    if name in PRESETS: return config_from_hf({k: v for k, v in PRESETS[name].items() if k != 'logit_std'})
+    if name in PRESETS:
+        return config_from_hf({k: v for k, v in PRESETS[name].items() if k != 'logit_std'})
     if Path(str(name)).is_dir(): return load_config(name)
-    raise ValueError(f"unknown preset {name!r}; choose from {', '.join(PRESETS)}, or pass a checkpoint directory")
+    raise ValueError(f"unknown preset {name!r}; choose from {', '.join(PRESETS)}, "
+                     f"or pass a checkpoint directory")
 
 # %% ../nbs/15a_workloads.ipynb #89ca8e14
 def weight_bytes(cfg: ModelConfig, dtype_bytes: int = 2) -> int:
     "Bytes of weights one decode step reads: all layers, the final norm, the vocabulary matrix once."
     H, q, kv, D = cfg.hidden_size, cfg.q_size, cfg.kv_size, cfg.head_dim
-    layer = H * (q + 2 * kv) + q * H + 3 * H * cfg.intermediate_size + 2 * H   # qkv, o, gate/up/down, two norms
+    # qkv, o, gate/up/down, two norms
+    layer = H * (q + 2 * kv) + q * H + 3 * H * cfg.intermediate_size + 2 * H
     layer += (q + 2 * kv) * cfg.qkv_bias + H * cfg.o_bias + 2 * D * cfg.qk_norm
     return (cfg.num_hidden_layers * layer + H + cfg.vocab_size * H) * dtype_bytes
 

@@ -10,19 +10,24 @@ import torch
 def use_interpreter() -> bool:
     "Without CUDA, run Triton kernels in Triton's interpreter, whatever imported triton first; True if so."
     if torch.cuda.is_available() or os.environ.get('TRITON_INTERPRET') == '0': return False
-    os.environ['TRITON_INTERPRET'] = '1'            # read by `@triton.jit` when it decorates a kernel
+    # read by `@triton.jit` when it decorates a kernel
+    os.environ['TRITON_INTERPRET'] = '1'
     if 'triton' not in sys.modules: return True
-    from triton.runtime.jit import JITFunction      # triton came first (torch._dynamo imports it): its own
-    from triton.runtime.interpreter import InterpretedFunction   # @jit functions (tl.sum, ...) are compiled kind
+    # triton came first (torch._dynamo imports it): its own
+    # @jit functions (tl.sum, ...) are compiled kind
+    from triton.runtime.jit import JITFunction
+    from triton.runtime.interpreter import InterpretedFunction
     import triton.language as tl
     done = {}
     def interp(f): return done.setdefault(id(f), InterpretedFunction(f.fn))
-    mods = [m for n, m in list(sys.modules.items()) if m is not None and n.startswith('triton.language')]
+    mods = [m for n, m in list(sys.modules.items())
+            if m is not None and n.startswith('triton.language')]
     for m in mods:
         for k, v in list(vars(m).items()):
             if isinstance(v, JITFunction): setattr(m, k, interp(v))
     for k, v in list(vars(tl.tensor).items()):     # their member forms: x.sum(0)
-        if isinstance(v, JITFunction): setattr(tl.tensor, k, lambda *a, _f=interp(v), **kw: _f(*a, **kw))
+        if isinstance(v, JITFunction):
+            setattr(tl.tensor, k, lambda *a, _f=interp(v), **kw: _f(*a, **kw))
     return True
 
 use_interpreter()
@@ -39,36 +44,48 @@ _FLOATS = (torch.float16, torch.bfloat16, torch.float32)
 
 def _check_rows(name, t, ndim):
     "`t` is a tensor of `ndim` dims whose last dim is contiguous."
-    if not isinstance(t, torch.Tensor): raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
-    if t.dim() != ndim: raise ValueError(f"{name} must have {ndim} dims, got shape {tuple(t.shape)}")
-    if not (t.stride(-1) == 1 or t.shape[-1] == 1): raise ValueError(f"{name} must be contiguous in its last dim (stride 1), got strides {t.stride()}")
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    if t.dim() != ndim:
+        raise ValueError(f"{name} must have {ndim} dims, got shape {tuple(t.shape)}")
+    if not (t.stride(-1) == 1 or t.shape[-1] == 1):
+        raise ValueError(f"{name} must be contiguous in its last dim (stride 1), "
+                         f"got strides {t.stride()}")
 
 # %% ../../nbs/10_triton_attention.ipynb #d0e6d239
 def _check_int(name, t, shape, dtypes=(torch.int32, torch.int64)):
     _check_rows(name, t, len(shape))
-    if t.dtype not in dtypes: raise TypeError(f"{name} must be {' or '.join(map(str, dtypes))}, got {t.dtype}")
-    if tuple(t.shape) != tuple(shape): raise ValueError(f"{name} must have shape {tuple(shape)}, got {tuple(t.shape)}")
+    if t.dtype not in dtypes:
+        raise TypeError(f"{name} must be {' or '.join(map(str, dtypes))}, got {t.dtype}")
+    if tuple(t.shape) != tuple(shape):
+        raise ValueError(f"{name} must have shape {tuple(shape)}, got {tuple(t.shape)}")
 
 # %% ../../nbs/10_triton_attention.ipynb #31fa0586
 def _check_cache(k_cache, v_cache, dtype, device):
     "Both caches `[num_blocks, block_size, Hkv, D]` of `dtype` on `device`; returns their shape."
     for name, c in (('k_cache', k_cache), ('v_cache', v_cache)):
         _check_rows(name, c, 4)
-        if c.dtype != dtype: raise TypeError(f"{name} dtype {c.dtype} must match the new tokens' dtype {dtype}")
+        if c.dtype != dtype:
+            raise TypeError(f"{name} dtype {c.dtype} must match the new tokens' dtype {dtype}")
         if c.device != device: raise ValueError(f"{name} is on {c.device}, expected {device}")
-    if k_cache.shape != v_cache.shape: raise ValueError(f"k_cache {tuple(k_cache.shape)} and v_cache {tuple(v_cache.shape)} must have the same shape")
+    if k_cache.shape != v_cache.shape:
+        raise ValueError(f"k_cache {tuple(k_cache.shape)} and v_cache {tuple(v_cache.shape)} must "
+                         "have the same shape")
     return k_cache.shape
 
 # %% ../../nbs/10_triton_attention.ipynb #542861f3
 def _check_attn(q, k_cache, v_cache, block_tables, context_lens, out):
     "Validate what both attention launchers share; returns (S, Hq, Hkv, D, block_size, out)."
     _check_rows('q', q, 3)
-    if q.dtype not in _FLOATS: raise TypeError(f"q must be float16, bfloat16 or float32, got {q.dtype}")
+    if q.dtype not in _FLOATS:
+        raise TypeError(f"q must be float16, bfloat16 or float32, got {q.dtype}")
     nb, bs, hkv, d = _check_cache(k_cache, v_cache, q.dtype, q.device)
     n, hq, dq = q.shape
     if dq != d: raise ValueError(f"q head_dim {dq} != cache head_dim {d}")
-    if not (16 <= d <= 256 and d & (d - 1) == 0): raise ValueError(f"head_dim must be a power of two in [16, 256], got {d}")
-    if hq % hkv != 0: raise ValueError(f"q heads ({hq}) must be a multiple of the cache's kv heads ({hkv})")
+    if not (16 <= d <= 256 and d & (d - 1) == 0):
+        raise ValueError(f"head_dim must be a power of two in [16, 256], got {d}")
+    if hq % hkv != 0:
+        raise ValueError(f"q heads ({hq}) must be a multiple of the cache's kv heads ({hkv})")
     _check_rows('context_lens', context_lens, 1)
     s = context_lens.shape[0]
     _check_int('context_lens', context_lens, (s,))
@@ -79,17 +96,22 @@ def _check_attn(q, k_cache, v_cache, block_tables, context_lens, out):
     if out is None: out = torch.empty_like(q)
     else:
         _check_rows('out', out, 3)
-        if not (out.shape == q.shape and out.dtype == q.dtype and out.device == q.device): raise ValueError(f"out must be {tuple(q.shape)} {q.dtype} on {q.device}, got {tuple(out.shape)} {out.dtype} on {out.device}")
+        if not (out.shape == q.shape and out.dtype == q.dtype and out.device == q.device):
+            raise ValueError(f"out must be {tuple(q.shape)} {q.dtype} on {q.device}, "
+                             f"got {tuple(out.shape)} {out.dtype} on {out.device}")
     return s, hq, hkv, d, bs, out
 
 # %% ../../nbs/10_triton_attention.ipynb #ae7f2699
 try: from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
-except ImportError: gdc_launch_dependents = gdc_wait = None                 # a Triton without PDL: never enabled
+except ImportError:
+    gdc_launch_dependents = gdc_wait = None   # a Triton without PDL: never enabled
 
-USE_PDL = os.environ.get('MINILLM_PDL', '1') != '0'                          # set 0 (or this to False) to launch plainly
+# set 0 (or this to False) to launch plainly
+USE_PDL = os.environ.get('MINILLM_PDL', '1') != '0'
 
+# asked on every launch: cached
 @functools.lru_cache(None)
-def _capability(device): return torch.cuda.get_device_capability(device)   # asked on every launch: cached
+def _capability(device): return torch.cuda.get_device_capability(device)
 
 def pdl_options(t: torch.Tensor) -> dict:
     "Launch options for a kernel whose first statement is `_pdl_start(PDL)`, for work on `t`'s device."
@@ -107,7 +129,8 @@ def _pdl_start(PDL: tl.constexpr):
 @triton.jit
 def _store_kv_kernel(k_ptr, v_ptr, kc_ptr, vc_ptr, slot_ptr,
                      s_kn, s_kh, s_vn, s_vh, s_kcb, s_kct, s_kch, s_vcb, s_vct, s_vch,
-                     HKV: tl.constexpr, HP: tl.constexpr, D: tl.constexpr, BS: tl.constexpr, PDL: tl.constexpr):
+                     HKV: tl.constexpr, HP: tl.constexpr, D: tl.constexpr, BS: tl.constexpr,
+                     PDL: tl.constexpr):
     _pdl_start(PDL)
     n = tl.program_id(0)
     slot = tl.load(slot_ptr + n).to(tl.int64)
@@ -123,36 +146,45 @@ def _store_kv_kernel(k_ptr, v_ptr, kc_ptr, vc_ptr, slot_ptr,
 def store_kv(k, v, k_cache, v_cache, slot_mapping):
     "Write k, v `[N, Hkv, D]` into the paged caches at `slot_mapping` `[N]` (slot -1: skip), in place."
     _check_rows('k', k, 3); _check_rows('v', v, 3)
-    if k.shape != v.shape: raise ValueError(f"k {tuple(k.shape)} and v {tuple(v.shape)} must have the same shape")
+    if k.shape != v.shape:
+        raise ValueError(f"k {tuple(k.shape)} and v {tuple(v.shape)} must have the same shape")
     if v.dtype != k.dtype: raise TypeError(f"v dtype {v.dtype} must match k dtype {k.dtype}")
     nb, bs, hkv, d = _check_cache(k_cache, v_cache, k.dtype, k.device)
-    if tuple(k.shape[1:]) != (hkv, d): raise ValueError(f"k/v must be [N, {hkv}, {d}] to match the cache, got {tuple(k.shape)}")
+    if tuple(k.shape[1:]) != (hkv, d):
+        raise ValueError(f"k/v must be [N, {hkv}, {d}] to match the cache, got {tuple(k.shape)}")
     _check_int('slot_mapping', slot_mapping, (k.shape[0],))
-    if slot_mapping.device != k.device: raise ValueError(f"slot_mapping is on {slot_mapping.device}, expected {k.device}")
+    if slot_mapping.device != k.device:
+        raise ValueError(f"slot_mapping is on {slot_mapping.device}, expected {k.device}")
     if k.shape[0] == 0: return
-    _store_kv_kernel[(k.shape[0],)](k, v, k_cache, v_cache, slot_mapping, k.stride(0), k.stride(1), v.stride(0), v.stride(1),
-                                    *k_cache.stride()[:3], *v_cache.stride()[:3],
-                                    HKV=hkv, HP=triton.next_power_of_2(hkv), D=d, BS=bs, **pdl_options(k))
+    _store_kv_kernel[(k.shape[0],)](k, v, k_cache, v_cache, slot_mapping, k.stride(0), k.stride(1),
+                                    v.stride(0), v.stride(1), *k_cache.stride()[:3],
+                                    *v_cache.stride()[:3], HKV=hkv, HP=triton.next_power_of_2(hkv),
+                                    D=d, BS=bs, **pdl_options(k))
 
 # %% ../../nbs/10_triton_attention.ipynb #1e0d2dbe
 @triton.jit
 def _attend(acc, m_i, l_i, q, pos, k_ptr, v_ptr, bt_ptr, lo, hi, qk_scale, s_kb, s_kt, s_vb, s_vt,
-            BS: tl.constexpr, BLOCK_N: tl.constexpr, D: tl.constexpr, MASKED: tl.constexpr, PREC: tl.constexpr):
+            BS: tl.constexpr, BLOCK_N: tl.constexpr, D: tl.constexpr, MASKED: tl.constexpr,
+            PREC: tl.constexpr):
     "Online softmax of the rows `q` `[M, D]` over keys [lo, hi) of one sequence, read through its block table."
     offs_n, offs_d = tl.arange(0, BLOCK_N), tl.arange(0, D)
     for start in range(lo, hi, BLOCK_N):
-        kv = start + offs_n                                                # key positions of this tile
+        # key positions of this tile
+        kv = start + offs_n
         off = kv % BS
         if MASKED:
             valid = kv < hi
             blk = tl.load(bt_ptr + kv // BS, mask=valid, other=0).to(tl.int64)
-            k = tl.load(k_ptr + blk[:, None] * s_kb + off[:, None] * s_kt + offs_d[None, :], mask=valid[:, None], other=0.0)
-            v = tl.load(v_ptr + blk[:, None] * s_vb + off[:, None] * s_vt + offs_d[None, :], mask=valid[:, None], other=0.0)
+            k = tl.load(k_ptr + blk[:, None] * s_kb + off[:, None] * s_kt + offs_d[None, :],
+                        mask=valid[:, None], other=0.0)
+            v = tl.load(v_ptr + blk[:, None] * s_vb + off[:, None] * s_vt + offs_d[None, :],
+                        mask=valid[:, None], other=0.0)
             s = tl.dot(q, tl.trans(k), input_precision=PREC) * qk_scale    # [M, BLOCK_N]
             s = tl.where((kv[None, :] <= pos[:, None]) & valid[None, :], s, float('-inf'))
         else:
             blk = tl.load(bt_ptr + kv // BS).to(tl.int64)
-            k = tl.load(k_ptr + blk[:, None] * s_kb + off[:, None] * s_kt + offs_d[None, :])   # [BLOCK_N, D]
+            # [BLOCK_N, D]
+            k = tl.load(k_ptr + blk[:, None] * s_kb + off[:, None] * s_kt + offs_d[None, :])
             v = tl.load(v_ptr + blk[:, None] * s_vb + off[:, None] * s_vt + offs_d[None, :])
             s = tl.dot(q, tl.trans(k), input_precision=PREC) * qk_scale
         m_new = tl.maximum(m_i, tl.max(s, 1))
@@ -165,72 +197,91 @@ def _attend(acc, m_i, l_i, q, pos, k_ptr, v_ptr, bt_ptr, lo, hi, qk_scale, s_kb,
     return acc, m_i, l_i
 
 # %% ../../nbs/10_triton_attention.ipynb #2bd9aebf
-def _prec(dtype): return 'ieee' if dtype == torch.float32 else 'tf32'  # fp32 caches: exact fp32 dots, not tf32
+# fp32 caches: exact fp32 dots, not tf32
+def _prec(dtype): return 'ieee' if dtype == torch.float32 else 'tf32'
 
 # %% ../../nbs/10_triton_attention.ipynb #e964d6b1
 @triton.jit(do_not_specialize=['s_bt'])   # the tables' width changes with every batch
-def _decode_kernel(q_ptr, k_ptr, v_ptr, bt_ptr, ctx_ptr, out_ptr, po_ptr, plse_ptr, kn_ptr, vn_ptr, slot_ptr, qk_scale,
-                   s_qs, s_qh, s_kb, s_kt, s_kh, s_vb, s_vt, s_vh, s_bt, s_os, s_oh, s_kns, s_knh, s_vns, s_vnh,
-                   HQ: tl.constexpr, G: tl.constexpr, BLOCK_H: tl.constexpr, D: tl.constexpr, BS: tl.constexpr,
-                   BLOCK_N: tl.constexpr, SPLITS: tl.constexpr, NEW: tl.constexpr, PREC: tl.constexpr, PDL: tl.constexpr):
+def _decode_kernel(q_ptr, k_ptr, v_ptr, bt_ptr, ctx_ptr, out_ptr, po_ptr, plse_ptr, kn_ptr, vn_ptr,
+                   slot_ptr, qk_scale, s_qs, s_qh, s_kb, s_kt, s_kh, s_vb, s_vt, s_vh, s_bt, s_os,
+                   s_oh, s_kns, s_knh, s_vns, s_vnh, HQ: tl.constexpr, G: tl.constexpr,
+                   BLOCK_H: tl.constexpr, D: tl.constexpr, BS: tl.constexpr, BLOCK_N: tl.constexpr,
+                   SPLITS: tl.constexpr, NEW: tl.constexpr, PREC: tl.constexpr, PDL: tl.constexpr):
     _pdl_start(PDL)
     s, kvh, split = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     ctx = tl.load(ctx_ptr + s)
     offs_h, offs_d = tl.arange(0, BLOCK_H), tl.arange(0, D)
     hmask = offs_h < G
-    heads = kvh * G + offs_h                                           # the query heads of this KV group
-    q = tl.load(q_ptr + s * s_qs + heads[:, None] * s_qh + offs_d[None, :], mask=hmask[:, None], other=0.0)  # [BLOCK_H, D]
+    # the query heads of this KV group
+    heads = kvh * G + offs_h
+    # [BLOCK_H, D]
+    q = tl.load(q_ptr + s * s_qs + heads[:, None] * s_qh + offs_d[None, :], mask=hmask[:, None],
+                other=0.0)
     n = tl.maximum(ctx - 1, 0) if NEW else ctx                         # keys read from the cache
-    per = tl.cdiv(tl.cdiv(n, BLOCK_N), SPLITS) * BLOCK_N               # keys per split, in whole tiles
+    # keys per split, in whole tiles
+    per = tl.cdiv(tl.cdiv(n, BLOCK_N), SPLITS) * BLOCK_N
     lo = split * per
     hi = tl.minimum(lo + per, n)
-    mid = tl.maximum(lo, tl.minimum(hi, n // BLOCK_N * BLOCK_N))       # [lo, mid): full tiles; [mid, hi): ragged end
+    # [lo, mid): full tiles; [mid, hi): ragged end
+    mid = tl.maximum(lo, tl.minimum(hi, n // BLOCK_N * BLOCK_N))
     acc = tl.zeros([BLOCK_H, D], dtype=tl.float32)
     m_i = tl.full([BLOCK_H], float('-inf'), tl.float32)
     l_i = tl.zeros([BLOCK_H], dtype=tl.float32)
     bt = bt_ptr + s.to(tl.int64) * s_bt
     kp, vp = k_ptr + kvh * s_kh, v_ptr + kvh * s_vh
-    pos = tl.zeros([BLOCK_H], dtype=tl.int32) + n                      # the new token sees every cached key
-    acc, m_i, l_i = _attend(acc, m_i, l_i, q, pos, kp, vp, bt, lo, mid, qk_scale, s_kb, s_kt, s_vb, s_vt,
-                            BS, BLOCK_N, D, False, PREC)
-    acc, m_i, l_i = _attend(acc, m_i, l_i, q, pos, kp, vp, bt, mid, hi, qk_scale, s_kb, s_kt, s_vb, s_vt,
-                            BS, BLOCK_N, D, True, PREC)
-    if NEW:                                                            # the new token's own key, from its arguments
+    # the new token sees every cached key
+    pos = tl.zeros([BLOCK_H], dtype=tl.int32) + n
+    acc, m_i, l_i = _attend(acc, m_i, l_i, q, pos, kp, vp, bt, lo, mid, qk_scale, s_kb, s_kt, s_vb,
+                            s_vt, BS, BLOCK_N, D, False, PREC)
+    acc, m_i, l_i = _attend(acc, m_i, l_i, q, pos, kp, vp, bt, mid, hi, qk_scale, s_kb, s_kt, s_vb,
+                            s_vt, BS, BLOCK_N, D, True, PREC)
+    # the new token's own key, from its arguments
+    if NEW:
         if split == 0:
             kn = tl.load(kn_ptr + s * s_kns + kvh * s_knh + offs_d)       # [D]
             vn = tl.load(vn_ptr + s * s_vns + kvh * s_vnh + offs_d)
             slot = tl.load(slot_ptr + s).to(tl.int64)
-            if slot >= 0:                                              # into the cache for later steps (-1: not stored)
+            # into the cache for later steps (-1: not stored)
+            if slot >= 0:
                 tl.store(k_ptr + (slot // BS) * s_kb + (slot % BS) * s_kt + kvh * s_kh + offs_d, kn)
                 tl.store(v_ptr + (slot // BS) * s_vb + (slot % BS) * s_vt + kvh * s_vh + offs_d, vn)
-            if ctx > 0:                                                # one more online-softmax step, of one key
-                sc = tl.sum(q.to(tl.float32) * kn.to(tl.float32)[None, :], 1) * qk_scale   # [BLOCK_H]
+            # one more online-softmax step, of one key
+            if ctx > 0:
+                # [BLOCK_H]
+                sc = tl.sum(q.to(tl.float32) * kn.to(tl.float32)[None, :], 1) * qk_scale
                 m_new = tl.maximum(m_i, sc)
                 p, alpha = tl.math.exp2(sc - m_new), tl.math.exp2(m_i - m_new)
                 l_i = l_i * alpha + p
-                acc = acc * alpha[:, None] + p.to(vn.dtype).to(tl.float32)[:, None] * vn.to(tl.float32)[None, :]
+                acc = (acc * alpha[:, None]
+                       + p.to(vn.dtype).to(tl.float32)[:, None] * vn.to(tl.float32)[None, :])
                 m_i = m_new
     l_safe = tl.where(l_i == 0.0, 1.0, l_i)                            # no key in range: output 0
     o = acc / l_safe[:, None]
     if SPLITS == 1:
-        tl.store(out_ptr + s * s_os + heads[:, None] * s_oh + offs_d[None, :], o.to(out_ptr.dtype.element_ty), mask=hmask[:, None])
+        tl.store(out_ptr + s * s_os + heads[:, None] * s_oh + offs_d[None, :],
+                 o.to(out_ptr.dtype.element_ty), mask=hmask[:, None])
     else:
-        row = (s * HQ + heads) * SPLITS + split                        # partials: [S, Hq, SPLITS, (D)]
+        # partials: [S, Hq, SPLITS, (D)]
+        row = (s * HQ + heads) * SPLITS + split
         tl.store(po_ptr + row[:, None] * D + offs_d[None, :], o, mask=hmask[:, None])
-        tl.store(plse_ptr + row, tl.where(l_i == 0.0, float('-inf'), m_i + tl.math.log2(l_safe)), mask=hmask)
+        tl.store(plse_ptr + row, tl.where(l_i == 0.0, float('-inf'), m_i + tl.math.log2(l_safe)),
+                 mask=hmask)
 
 # %% ../../nbs/10_triton_attention.ipynb #abe45ca3
 @triton.jit
 def _combine_kernel(po_ptr, plse_ptr, out_ptr, s_os, s_oh,
-                    HQ: tl.constexpr, D: tl.constexpr, SPLITS: tl.constexpr, SP: tl.constexpr, PDL: tl.constexpr):
+                    HQ: tl.constexpr, D: tl.constexpr, SPLITS: tl.constexpr, SP: tl.constexpr,
+                    PDL: tl.constexpr):
     _pdl_start(PDL)
     s, h = tl.program_id(0), tl.program_id(1)
     sp, offs_d = tl.arange(0, SP), tl.arange(0, D)
     row = (s * HQ + h) * SPLITS + sp
-    lse = tl.load(plse_ptr + row, mask=sp < SPLITS, other=float('-inf'))  # log2-sum-exp2 of each split
+    # log2-sum-exp2 of each split
+    lse = tl.load(plse_ptr + row, mask=sp < SPLITS, other=float('-inf'))
     m = tl.max(lse, 0)
     w = tl.math.exp2(lse - tl.where(m == float('-inf'), 0.0, m))       # empty splits weigh 0
-    o = tl.load(po_ptr + row[:, None] * D + offs_d[None, :], mask=(sp < SPLITS)[:, None], other=0.0)  # [SP, D]
+    # [SP, D]
+    o = tl.load(po_ptr + row[:, None] * D + offs_d[None, :], mask=(sp < SPLITS)[:, None], other=0.0)
     tot = tl.sum(w, 0)
     o = tl.sum(o * w[:, None], 0) / tl.where(tot == 0.0, 1.0, tot)
     tl.store(out_ptr + s * s_os + h * s_oh + offs_d, o.to(out_ptr.dtype.element_ty))
@@ -245,16 +296,20 @@ def _decode_config(q):
     if q.device.type != 'cuda': return dict(block_n=32, num_warps=4, num_stages=1)
     if q.dtype == torch.float32 or _capability(q.device) < (8, 0):
         return dict(block_n=16, num_warps=4, num_stages=2)
-    return dict(block_n=max(16, min(128, 8192 // q.shape[-1])), num_warps=4, num_stages=2)   # 16 KB K tiles
+    # 16 KB K tiles
+    return dict(block_n=max(16, min(128, 8192 // q.shape[-1])), num_warps=4, num_stages=2)
 
 # %% ../../nbs/10_triton_attention.ipynb #700a3e92
 def _check_new(k, v, slot_mapping, s, hkv, d, dtype, device):
     "The new token's key and value `[S, Hkv, D]` and its cache slot `[S]`, as the decode kernel takes them."
     for name, t in (('k', k), ('v', v)):
         _check_rows(name, t, 3)
-        if tuple(t.shape) != (s, hkv, d): raise ValueError(f"{name} must be [S, Hkv, D] = {(s, hkv, d)}, got {tuple(t.shape)}")
-        if t.dtype != dtype: raise TypeError(f"{name} dtype {t.dtype} must match the cache dtype {dtype}")
-    if not isinstance(slot_mapping, torch.Tensor): raise TypeError("slot_mapping must be given with k and v")
+        if tuple(t.shape) != (s, hkv, d):
+            raise ValueError(f"{name} must be [S, Hkv, D] = {(s, hkv, d)}, got {tuple(t.shape)}")
+        if t.dtype != dtype:
+            raise TypeError(f"{name} dtype {t.dtype} must match the cache dtype {dtype}")
+    if not isinstance(slot_mapping, torch.Tensor):
+        raise TypeError("slot_mapping must be given with k and v")
     _check_int('slot_mapping', slot_mapping, (s,))
     for name, t in (('k', k), ('v', v), ('slot_mapping', slot_mapping)):
         if t.device != device: raise ValueError(f"{name} is on {t.device}, expected {device}")
@@ -263,18 +318,22 @@ def _check_new(k, v, slot_mapping, s, hkv, d, dtype, device):
 def _split_partials(num_splits, out, hkv: int):
     "Splits per KV head (checked; None: two programs a multiprocessor, at most 16) and the fp32 partials they write."
     s, hq, d = out.shape
-    if num_splits is None: num_splits = max(1, min(16, triton.cdiv(2 * _num_sms(out.device), s * hkv)))
+    if num_splits is None:
+        num_splits = max(1, min(16, triton.cdiv(2 * _num_sms(out.device), s * hkv)))
     if not (isinstance(num_splits, int) and num_splits >= 1):
         raise ValueError(f"num_splits must be a positive int, got {num_splits!r}")
-    if num_splits == 1: return 1, out, out                             # placeholders: nothing is split
+    # placeholders: nothing is split
+    if num_splits == 1: return 1, out, out
     po = torch.empty(s, hq, num_splits, d, device=out.device, dtype=torch.float32)
     return num_splits, po, torch.empty(s, hq, num_splits, device=out.device, dtype=torch.float32)
 
 # %% ../../nbs/10_triton_attention.ipynb #c75ebeae
-def _launch_decode(q, k_cache, v_cache, block_tables, context_lens, scale, out, num_splits, block_n, num_warps, num_stages,
-                   k=None, v=None, slot_mapping=None):
+def _launch_decode(q, k_cache, v_cache, block_tables, context_lens, scale, out, num_splits, block_n,
+                   num_warps, num_stages, k=None, v=None, slot_mapping=None):
     s, hq, hkv, d, bs, out = _check_attn(q, k_cache, v_cache, block_tables, context_lens, out)
-    if q.shape[0] != s: raise ValueError(f"decode takes one query token per sequence: q has {q.shape[0]} rows for {s} sequences")
+    if q.shape[0] != s:
+        raise ValueError("decode takes one query token per sequence: "
+                         f"q has {q.shape[0]} rows for {s} sequences")
     new = k is not None or v is not None
     if new: _check_new(k, v, slot_mapping, s, hkv, d, q.dtype, q.device)
     if s == 0: return out
@@ -283,35 +342,39 @@ def _launch_decode(q, k_cache, v_cache, block_tables, context_lens, scale, out, 
     num_splits, po, plse = _split_partials(num_splits, out, hkv)
     kn, vn, slots = (k, v, slot_mapping) if new else (q, q, context_lens)
     _decode_kernel[(s, hkv, num_splits)](
-        q, k_cache, v_cache, block_tables, context_lens, out, po, plse, kn, vn, slots, scale * 1.4426950408889634,
-        q.stride(0), q.stride(1), *k_cache.stride()[:3], *v_cache.stride()[:3], block_tables.stride(0), out.stride(0), out.stride(1),
-        kn.stride(0), kn.stride(1), vn.stride(0), vn.stride(1),
-        HQ=hq, G=g, BLOCK_H=max(16, triton.next_power_of_2(g)), D=d, BS=bs, BLOCK_N=block_n, SPLITS=num_splits, NEW=new,
-        PREC=_prec(q.dtype), num_warps=num_warps, num_stages=num_stages, **pdl_options(q))
+        q, k_cache, v_cache, block_tables, context_lens, out, po, plse, kn, vn, slots,
+        scale * 1.4426950408889634, q.stride(0), q.stride(1), *k_cache.stride()[:3],
+        *v_cache.stride()[:3], block_tables.stride(0), out.stride(0), out.stride(1), kn.stride(0),
+        kn.stride(1), vn.stride(0), vn.stride(1), HQ=hq, G=g,
+        BLOCK_H=max(16, triton.next_power_of_2(g)), D=d, BS=bs, BLOCK_N=block_n, SPLITS=num_splits,
+        NEW=new, PREC=_prec(q.dtype), num_warps=num_warps, num_stages=num_stages, **pdl_options(q))
     if num_splits > 1:
-        _combine_kernel[(s, hq)](po, plse, out, out.stride(0), out.stride(1), HQ=hq, D=d, SPLITS=num_splits,
-                                 SP=triton.next_power_of_2(num_splits), num_warps=4, **pdl_options(q))
+        _combine_kernel[(s, hq)](po, plse, out, out.stride(0), out.stride(1), HQ=hq, D=d,
+                                 SPLITS=num_splits, SP=triton.next_power_of_2(num_splits),
+                                 num_warps=4, **pdl_options(q))
     return out
 
 # %% ../../nbs/10_triton_attention.ipynb #2177e037
-def paged_decode(q, k_cache, v_cache, block_tables, context_lens, scale=None, out=None, num_splits=None,
-                 k=None, v=None, slot_mapping=None):
+def paged_decode(q, k_cache, v_cache, block_tables, context_lens, scale=None, out=None,
+                 num_splits=None, k=None, v=None, slot_mapping=None):
     "Attention of one new token per sequence (q `[S, Hq, D]`) over its paged K/V; returns `[S, Hq, D]`. With `k`, `v` `[S, Hkv, D]` and `slot_mapping` `[S]`: the new token's key and value, stored in the cache by the same launch."
-    return _launch_decode(q, k_cache, v_cache, block_tables, context_lens, scale, out, num_splits, **_decode_config(q),
-                          k=k, v=v, slot_mapping=slot_mapping)
+    return _launch_decode(q, k_cache, v_cache, block_tables, context_lens, scale, out, num_splits,
+                          **_decode_config(q), k=k, v=v, slot_mapping=slot_mapping)
 
 # %% ../../nbs/10_triton_attention.ipynb #3b7db291
-_TOL = {torch.float32: 1e-5, torch.float16: 3e-3, torch.bfloat16: 2e-2}   # relative error bounds used in the tests
+# relative error bounds used in the tests
+_TOL = {torch.float32: 1e-5, torch.float16: 3e-3, torch.bfloat16: 2e-2}
 
 # %% ../../nbs/10_triton_attention.ipynb #834a7164
 @triton.jit(do_not_specialize=['S', 's_bt'])   # one compiled kernel for any batch
 def _prefill_kernel(q_ptr, k_ptr, v_ptr, bt_ptr, ctx_ptr, qsl_ptr, out_ptr, qk_scale, S,
                     s_qn, s_qh, s_kb, s_kt, s_kh, s_vb, s_vt, s_vh, s_bt, s_on, s_oh,
-                    G: tl.constexpr, GP: tl.constexpr, BLOCK_Q: tl.constexpr, D: tl.constexpr, BS: tl.constexpr,
-                    BLOCK_N: tl.constexpr, PREC: tl.constexpr, PDL: tl.constexpr):
+                    G: tl.constexpr, GP: tl.constexpr, BLOCK_Q: tl.constexpr, D: tl.constexpr,
+                    BS: tl.constexpr, BLOCK_N: tl.constexpr, PREC: tl.constexpr, PDL: tl.constexpr):
     _pdl_start(PDL)
     pid, kvh = tl.program_id(0), tl.program_id(1)
-    lo, hi = 0, S                                                      # last s with qsl[s] // BLOCK_Q + s <= pid
+    # last s with qsl[s] // BLOCK_Q + s <= pid
+    lo, hi = 0, S
     while lo < hi:
         mid = (lo + hi) // 2
         if tl.load(qsl_ptr + mid) // BLOCK_Q + mid <= pid: lo = mid + 1
@@ -319,50 +382,64 @@ def _prefill_kernel(q_ptr, k_ptr, v_ptr, bt_ptr, ctx_ptr, qsl_ptr, out_ptr, qk_s
     s = lo - 1
     q_start = tl.load(qsl_ptr + s)
     q_len = tl.load(qsl_ptr + s + 1) - q_start
-    qb = pid - (q_start // BLOCK_Q + s)                                # this program's tile of the sequence's tokens
+    # this program's tile of the sequence's tokens
+    qb = pid - (q_start // BLOCK_Q + s)
     if qb * BLOCK_Q >= q_len: return
-    qb = tl.cdiv(q_len, BLOCK_Q) - 1 - qb                              # last tiles (the most keys) start first
+    # last tiles (the most keys) start first
+    qb = tl.cdiv(q_len, BLOCK_Q) - 1 - qb
     ctx = tl.load(ctx_ptr + s)
     BLOCK_M: tl.constexpr = BLOCK_Q * GP
     offs_m, offs_d = tl.arange(0, BLOCK_M), tl.arange(0, D)
-    tok = qb * BLOCK_Q + offs_m // GP                                  # row = (token, head of the group)
+    # row = (token, head of the group)
+    tok = qb * BLOCK_Q + offs_m // GP
     head = kvh * G + offs_m % GP
     rmask = (tok < q_len) & (offs_m % GP < G)
     rows = (q_start + tok).to(tl.int64)
-    q = tl.load(q_ptr + rows[:, None] * s_qn + head[:, None] * s_qh + offs_d[None, :], mask=rmask[:, None], other=0.0)  # [BLOCK_M, D]
-    pos = ctx - q_len + tok                                            # each row's absolute position
-    first = ctx - q_len + qb * BLOCK_Q                                 # the tile's smallest position
-    end = tl.maximum(tl.minimum(ctx, first + BLOCK_Q), 0)              # keys [0, end) are visible to some row
-    split_at = tl.minimum(tl.maximum(first + 1, 0) // BLOCK_N * BLOCK_N, end)  # keys [0, split_at): to every row
+    # [BLOCK_M, D]
+    q = tl.load(q_ptr + rows[:, None] * s_qn + head[:, None] * s_qh + offs_d[None, :],
+                mask=rmask[:, None], other=0.0)
+    # each row's absolute position
+    pos = ctx - q_len + tok
+    # the tile's smallest position
+    first = ctx - q_len + qb * BLOCK_Q
+    # keys [0, end) are visible to some row
+    end = tl.maximum(tl.minimum(ctx, first + BLOCK_Q), 0)
+    # keys [0, split_at): to every row
+    split_at = tl.minimum(tl.maximum(first + 1, 0) // BLOCK_N * BLOCK_N, end)
     acc = tl.zeros([BLOCK_M, D], dtype=tl.float32)
     m_i = tl.full([BLOCK_M], float('-inf'), tl.float32)
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
     bt = bt_ptr + s.to(tl.int64) * s_bt
     kp, vp = k_ptr + kvh * s_kh, v_ptr + kvh * s_vh
-    acc, m_i, l_i = _attend(acc, m_i, l_i, q, pos, kp, vp, bt, 0, split_at, qk_scale, s_kb, s_kt, s_vb, s_vt,
-                            BS, BLOCK_N, D, False, PREC)
-    acc, m_i, l_i = _attend(acc, m_i, l_i, q, pos, kp, vp, bt, split_at, end, qk_scale, s_kb, s_kt, s_vb, s_vt,
-                            BS, BLOCK_N, D, True, PREC)
+    acc, m_i, l_i = _attend(acc, m_i, l_i, q, pos, kp, vp, bt, 0, split_at, qk_scale, s_kb, s_kt,
+                            s_vb, s_vt, BS, BLOCK_N, D, False, PREC)
+    acc, m_i, l_i = _attend(acc, m_i, l_i, q, pos, kp, vp, bt, split_at, end, qk_scale, s_kb, s_kt,
+                            s_vb, s_vt, BS, BLOCK_N, D, True, PREC)
     o = acc / tl.where(l_i == 0.0, 1.0, l_i)[:, None]
-    tl.store(out_ptr + rows[:, None] * s_on + head[:, None] * s_oh + offs_d[None, :], o.to(out_ptr.dtype.element_ty), mask=rmask[:, None])
+    tl.store(out_ptr + rows[:, None] * s_on + head[:, None] * s_oh + offs_d[None, :],
+             o.to(out_ptr.dtype.element_ty), mask=rmask[:, None])
 
 # %% ../../nbs/10_triton_attention.ipynb #948dcd4b
-def _launch_prefill(q, k_cache, v_cache, block_tables, context_lens, query_start_loc, max_q_len, scale, out,
-                    block_m, block_n, num_warps, num_stages):
+def _launch_prefill(q, k_cache, v_cache, block_tables, context_lens, query_start_loc, max_q_len,
+                    scale, out, block_m, block_n, num_warps, num_stages):
     s, hq, hkv, d, bs, out = _check_attn(q, k_cache, v_cache, block_tables, context_lens, out)
     _check_int('query_start_loc', query_start_loc, (s + 1,))
-    if query_start_loc.device != q.device: raise ValueError(f"query_start_loc is on {query_start_loc.device}, expected {q.device}")
-    if not (isinstance(max_q_len, int) and max_q_len >= 0): raise ValueError(f"max_q_len must be a non-negative int, got {max_q_len!r}")
+    if query_start_loc.device != q.device:
+        raise ValueError(f"query_start_loc is on {query_start_loc.device}, expected {q.device}")
+    if not (isinstance(max_q_len, int) and max_q_len >= 0):
+        raise ValueError(f"max_q_len must be a non-negative int, got {max_q_len!r}")
     if s == 0 or q.shape[0] == 0 or max_q_len == 0: return out
     g = hq // hkv
     gp = triton.next_power_of_2(g)
-    block_q = max(triton.cdiv(16, gp), min(max(block_m // gp, 1), triton.next_power_of_2(max_q_len)))  # >= 16 rows
+    block_q = max(triton.cdiv(16, gp),
+                  min(max(block_m // gp, 1), triton.next_power_of_2(max_q_len)))  # >= 16 rows
     scale = d ** -0.5 if scale is None else scale
     _prefill_kernel[(q.shape[0] // block_q + s, hkv)](
-        q, k_cache, v_cache, block_tables, context_lens, query_start_loc, out, scale * 1.4426950408889634, s,
-        q.stride(0), q.stride(1), *k_cache.stride()[:3], *v_cache.stride()[:3], block_tables.stride(0), out.stride(0), out.stride(1),
-        G=g, GP=gp, BLOCK_Q=block_q, D=d, BS=bs, BLOCK_N=block_n, PREC=_prec(q.dtype), num_warps=num_warps, num_stages=num_stages,
-        **pdl_options(q))
+        q, k_cache, v_cache, block_tables, context_lens, query_start_loc, out,
+        scale * 1.4426950408889634, s, q.stride(0), q.stride(1), *k_cache.stride()[:3],
+        *v_cache.stride()[:3], block_tables.stride(0), out.stride(0), out.stride(1), G=g, GP=gp,
+        BLOCK_Q=block_q, D=d, BS=bs, BLOCK_N=block_n, PREC=_prec(q.dtype), num_warps=num_warps,
+        num_stages=num_stages, **pdl_options(q))
     return out
 
 # %% ../../nbs/10_triton_attention.ipynb #52703b49
@@ -370,40 +447,47 @@ def _prefill_config(q):
     "Rows per tile (tokens x heads), key tile, warps and pipeline depth of the prefill kernel."
     if q.device.type != 'cuda': return dict(block_m=32, block_n=32, num_warps=4, num_stages=1)
     if q.dtype == torch.float32: return dict(block_m=16, block_n=16, num_warps=4, num_stages=2)
-    if _capability(q.device) < (8, 0): return dict(block_m=32, block_n=16, num_warps=4, num_stages=1)
+    if _capability(q.device) < (8, 0):
+        return dict(block_m=32, block_n=16, num_warps=4, num_stages=1)
     return dict(block_m=64, block_n=64, num_warps=4, num_stages=2)
 
 # %% ../../nbs/10_triton_attention.ipynb #f3be08b3
-def paged_prefill(q, k_cache, v_cache, block_tables, context_lens, query_start_loc, max_q_len, scale=None, out=None):
+def paged_prefill(q, k_cache, v_cache, block_tables, context_lens, query_start_loc, max_q_len,
+                  scale=None, out=None):
     "Causal attention of packed variable-length new tokens (q `[N, Hq, D]`) over their paged K/V, in one launch."
-    return _launch_prefill(q, k_cache, v_cache, block_tables, context_lens, query_start_loc, max_q_len, scale, out,
-                           **_prefill_config(q))
+    return _launch_prefill(q, k_cache, v_cache, block_tables, context_lens, query_start_loc,
+                           max_q_len, scale, out, **_prefill_config(q))
 
 # %% ../../nbs/10_triton_attention.ipynb #190fd559
-def paged_attention(q, k_cache, v_cache, block_tables, context_lens, query_start_loc, max_q_len, scale=None, out=None,
-                    k=None, v=None, slot_mapping=None):
+def paged_attention(q, k_cache, v_cache, block_tables, context_lens, query_start_loc, max_q_len,
+                    scale=None, out=None, k=None, v=None, slot_mapping=None):
     "`paged_attention_ref` semantics: decode kernel when every sequence has one new token, else the prefill kernel. With `k`, `v`, `slot_mapping`, the new tokens' K/V are stored first (by the decode kernel itself)."
     if max_q_len == 1 and q.shape[0] == context_lens.shape[0]:
-        return paged_decode(q, k_cache, v_cache, block_tables, context_lens, scale, out, k=k, v=v, slot_mapping=slot_mapping)
+        return paged_decode(q, k_cache, v_cache, block_tables, context_lens, scale, out, k=k, v=v,
+                            slot_mapping=slot_mapping)
     if k is not None or v is not None: store_kv(k, v, k_cache, v_cache, slot_mapping)
-    return paged_prefill(q, k_cache, v_cache, block_tables, context_lens, query_start_loc, max_q_len, scale, out)
+    return paged_prefill(q, k_cache, v_cache, block_tables, context_lens, query_start_loc,
+                         max_q_len, scale, out)
 
 # %% ../../nbs/10_triton_attention.ipynb #10e00002
 def unsupported(model) -> str | None:
     "Why the Triton kernels cannot run `model`, or None."
     d = model.config.head_dim
     if not (16 <= d <= 256 and d & (d - 1) == 0):
-        return f"the Triton kernels need a head_dim that is a power of two in [16, 256]; this model's is {d}"
+        return (f"the Triton kernels need a head_dim that is a power of two in [16, 256]; "
+                f"this model's is {d}")
 
 def triton_plugin(engine):
     "Engine plugin: this chapter's kernels attend when `attention_backend` resolves to 'triton'."
     if engine.attention_backend != 'triton': return
     msg = unsupported(engine.model)
     if msg:
-        if engine.config.attention_backend == 'triton': raise ValueError(msg + "; or use attention_backend='torch'")
+        if engine.config.attention_backend == 'triton':
+            raise ValueError(msg + "; or use attention_backend='torch'")
         warnings.warn(msg + ": using the PyTorch reference attention, without CUDA graphs")
         engine.attention_backend = 'torch'
-        if engine.cuda_graphs == 'on': engine.cuda_graphs = 'off'        # the reference attention cannot be captured
+        # the reference attention cannot be captured
+        if engine.cuda_graphs == 'on': engine.cuda_graphs = 'off'
         return
     engine.runner.store, engine.runner.attend = None, paged_attention
 

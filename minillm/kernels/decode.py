@@ -18,58 +18,73 @@ __all__ = ['ENABLED', 'NUM_SPLITS', 'rope_decode']
 
 # %% ../../nbs/10c_decode_step.ipynb #4169f70f
 @triton.jit
-def _norm_rope(src, rows, w_ptr, c1, c2, s1, s2, eps, R: tl.constexpr, D: tl.constexpr, NORM: tl.constexpr):
+def _norm_rope(src, rows, w_ptr, c1, c2, s1, s2, eps, R: tl.constexpr, D: tl.constexpr,
+               NORM: tl.constexpr):
     "Norm (if NORM) and rotate the heads `rows` `[R, 1]` (-1: none) at `src` (head stride D): `[R, D]`, in their dtype."
     half, m = tl.arange(0, D // 2)[None, :], rows >= 0
-    a, b = tl.load(src + rows * D + half, mask=m, other=0.), tl.load(src + rows * D + D // 2 + half, mask=m, other=0.)
-    lo, hi = _rope_halves(a, b, w_ptr, half, c1, c2, s1, s2, eps, D, NORM)     # the rotary kernel's arithmetic
-    return tl.reshape(tl.permute(tl.join(lo, hi), (0, 2, 1)), (R, D))           # the halves side by side
+    a, b = (tl.load(src + rows * D + half, mask=m, other=0.),
+            tl.load(src + rows * D + D // 2 + half, mask=m, other=0.))
+    # the rotary kernel's arithmetic
+    lo, hi = _rope_halves(a, b, w_ptr, half, c1, c2, s1, s2, eps, D, NORM)
+    # the halves side by side
+    return tl.reshape(tl.permute(tl.join(lo, hi), (0, 2, 1)), (R, D))
 
 # %% ../../nbs/10c_decode_step.ipynb #3ab79bfe
 _LOCKS = {}
 def _locks(device, n: int):
     "Zeroed int32 counters, one per (sequence, KV head), kept per device: each launch leaves them at zero."
     t = _LOCKS.get(device)
-    if t is None or t.numel() < n: t = _LOCKS[device] = torch.zeros(max(n, 1024), dtype=torch.int32, device=device)
+    if t is None or t.numel() < n:
+        t = _LOCKS[device] = torch.zeros(max(n, 1024), dtype=torch.int32, device=device)
     return t
 
 # %% ../../nbs/10c_decode_step.ipynb #fab20f73
-def _check_rope_decode(qkv, cos, sin, k_cache, v_cache, block_tables, context_lens, slot_mapping, num_heads: int, out):
+def _check_rope_decode(qkv, cos, sin, k_cache, v_cache, block_tables, context_lens, slot_mapping,
+                       num_heads: int, out):
     "Check `rope_decode`'s arguments; returns `out` (made when None), the q heads `[S, Hq, D]`, cos and sin `[S, D]`."
     nb, bs, hkv, d = k_cache.shape
     S, hq = qkv.shape[0], num_heads
     if qkv.dim() != 2 or qkv.shape[1] != (hq + 2 * hkv) * d or qkv.stride(1) != 1:
-        raise ValueError(f"qkv must be [S, {(hq + 2 * hkv) * d}] with unit stride in its last dim, got {tuple(qkv.shape)}")
+        raise ValueError(f"qkv must be [S, {(hq + 2 * hkv) * d}] with unit stride in its last dim, "
+                         f"got {tuple(qkv.shape)}")
     if out is None: out = torch.empty(S, hq, d, dtype=qkv.dtype, device=qkv.device)
     q_view = qkv[:, :hq * d].view(S, hq, d)
     _check_attn(q_view, k_cache, v_cache, block_tables, context_lens, out)
     _check_int('slot_mapping', slot_mapping, (S,))
     c2, s2 = cos.reshape(-1, d), sin.reshape(-1, d)
     if c2.shape[0] != S or c2.stride(-1) != 1 or s2.stride() != c2.stride():
-        raise ValueError(f"cos and sin must be [S={S}, D={d}] rows with unit stride, got {tuple(cos.shape)}")
+        raise ValueError(f"cos and sin must be [S={S}, D={d}] rows with unit stride, "
+                         f"got {tuple(cos.shape)}")
     return out, q_view, c2, s2
 
 # %% ../../nbs/10c_decode_step.ipynb #d920b06a
 @triton.jit(do_not_specialize=['s_bt'])
-def _rope_decode_kernel(x_ptr, qw_ptr, kw_ptr, cos_ptr, sin_ptr, k_ptr, v_ptr, bt_ptr, ctx_ptr, slot_ptr, out_ptr,
-                        po_ptr, plse_ptr, lock_ptr, qk_scale, eps,
+def _rope_decode_kernel(x_ptr, qw_ptr, kw_ptr, cos_ptr, sin_ptr, k_ptr, v_ptr, bt_ptr, ctx_ptr,
+                        slot_ptr, out_ptr, po_ptr, plse_ptr, lock_ptr, qk_scale, eps,
                         s_x, s_c, s_kb, s_kt, s_kh, s_vb, s_vt, s_vh, s_bt, s_os, s_oh,
-                        HQ: tl.constexpr, HKV: tl.constexpr, G: tl.constexpr, BLOCK_H: tl.constexpr, D: tl.constexpr,
-                        BS: tl.constexpr, BLOCK_N: tl.constexpr, SPLITS: tl.constexpr, NORM: tl.constexpr,
-                        PREC: tl.constexpr, PDL: tl.constexpr):
+                        HQ: tl.constexpr, HKV: tl.constexpr, G: tl.constexpr, BLOCK_H: tl.constexpr,
+                        D: tl.constexpr, BS: tl.constexpr, BLOCK_N: tl.constexpr,
+                        SPLITS: tl.constexpr, NORM: tl.constexpr, PREC: tl.constexpr,
+                        PDL: tl.constexpr):
     _pdl_start(PDL)
     s, kvh, split = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     ctx = tl.load(ctx_ptr + s)
     offs_h, offs_d = tl.arange(0, BLOCK_H), tl.arange(0, D)
     hmask = offs_h < G
-    heads = kvh * G + offs_h                                           # the query heads of this KV group
-    xs = x_ptr + s.to(tl.int64) * s_x                                  # this token's qkv row: q heads, k heads, v heads
+    # the query heads of this KV group
+    heads = kvh * G + offs_h
+    # this token's qkv row: q heads, k heads, v heads
+    xs = x_ptr + s.to(tl.int64) * s_x
     half = tl.arange(0, D // 2)[None, :]
-    c1, c2 = tl.load(cos_ptr + s * s_c + half), tl.load(cos_ptr + s * s_c + D // 2 + half)   # [1, D/2]
+    # [1, D/2]
+    c1, c2 = tl.load(cos_ptr + s * s_c + half), tl.load(cos_ptr + s * s_c + D // 2 + half)
     s1, s2 = tl.load(sin_ptr + s * s_c + half), tl.load(sin_ptr + s * s_c + D // 2 + half)
-    q = _norm_rope(xs, tl.where(hmask, heads, -1)[:, None], qw_ptr, c1, c2, s1, s2, eps, BLOCK_H, D, NORM)   # [BLOCK_H, D]
+    # [BLOCK_H, D]
+    q = _norm_rope(xs, tl.where(hmask, heads, -1)[:, None], qw_ptr, c1, c2, s1, s2, eps, BLOCK_H, D,
+                   NORM)
     n = tl.maximum(ctx - 1, 0)                                         # keys already in the cache
-    per = tl.cdiv(tl.cdiv(n, BLOCK_N), SPLITS) * BLOCK_N               # keys per split, in whole tiles
+    # keys per split, in whole tiles
+    per = tl.cdiv(tl.cdiv(n, BLOCK_N), SPLITS) * BLOCK_N
     lo = split * per
     hi = tl.minimum(lo + per, n)
     mid = tl.maximum(lo, tl.minimum(hi, n // BLOCK_N * BLOCK_N))
@@ -79,56 +94,72 @@ def _rope_decode_kernel(x_ptr, qw_ptr, kw_ptr, cos_ptr, sin_ptr, k_ptr, v_ptr, b
     bt = bt_ptr + s.to(tl.int64) * s_bt
     kp, vp = k_ptr + kvh * s_kh, v_ptr + kvh * s_vh
     pos = tl.zeros([BLOCK_H], dtype=tl.int32) + n
-    acc, m_i, l_i = _attend(acc, m_i, l_i, q, pos, kp, vp, bt, lo, mid, qk_scale, s_kb, s_kt, s_vb, s_vt,
-                            BS, BLOCK_N, D, False, PREC)
-    acc, m_i, l_i = _attend(acc, m_i, l_i, q, pos, kp, vp, bt, mid, hi, qk_scale, s_kb, s_kt, s_vb, s_vt,
-                            BS, BLOCK_N, D, True, PREC)
-    if split == 0:                                                     # the new token's key: normed, rotated, stored
+    acc, m_i, l_i = _attend(acc, m_i, l_i, q, pos, kp, vp, bt, lo, mid, qk_scale, s_kb, s_kt, s_vb,
+                            s_vt, BS, BLOCK_N, D, False, PREC)
+    acc, m_i, l_i = _attend(acc, m_i, l_i, q, pos, kp, vp, bt, mid, hi, qk_scale, s_kb, s_kt, s_vb,
+                            s_vt, BS, BLOCK_N, D, True, PREC)
+    # the new token's key: normed, rotated, stored
+    if split == 0:
         one = tl.where(offs_h == 0, HQ + kvh, -1)[:, None]             # row 0 only
-        kn = tl.sum(tl.where(offs_h[:, None] == 0, _norm_rope(xs, one, kw_ptr, c1, c2, s1, s2, eps, BLOCK_H, D, NORM), 0.), 0).to(q.dtype)
+        kn = tl.sum(tl.where(offs_h[:, None] == 0,
+                             _norm_rope(xs, one, kw_ptr, c1, c2, s1, s2, eps, BLOCK_H, D, NORM),
+                             0.), 0).to(q.dtype)
         vn = tl.load(xs + (HQ + HKV + kvh) * D + offs_d)
         slot = tl.load(slot_ptr + s).to(tl.int64)
         if slot >= 0:
             tl.store(k_ptr + (slot // BS) * s_kb + (slot % BS) * s_kt + kvh * s_kh + offs_d, kn)
             tl.store(v_ptr + (slot // BS) * s_vb + (slot % BS) * s_vt + kvh * s_vh + offs_d, vn)
-        if ctx > 0:                                                    # one more online-softmax step, of one key
+        # one more online-softmax step, of one key
+        if ctx > 0:
             sc = tl.sum(q.to(tl.float32) * kn.to(tl.float32)[None, :], 1) * qk_scale
             m_new = tl.maximum(m_i, sc)
             p, alpha = tl.math.exp2(sc - m_new), tl.math.exp2(m_i - m_new)
             l_i = l_i * alpha + p
-            acc = acc * alpha[:, None] + p.to(vn.dtype).to(tl.float32)[:, None] * vn.to(tl.float32)[None, :]
+            acc = (acc * alpha[:, None]
+                   + p.to(vn.dtype).to(tl.float32)[:, None] * vn.to(tl.float32)[None, :])
             m_i = m_new
     l_safe = tl.where(l_i == 0.0, 1.0, l_i)
     o = acc / l_safe[:, None]
     optrs = out_ptr + s * s_os + heads[:, None] * s_oh + offs_d[None, :]
     if SPLITS == 1:
         tl.store(optrs, o.to(out_ptr.dtype.element_ty), mask=hmask[:, None])
-    else:                                                              # partials; the last split to finish combines
-        base = (s * HQ + heads) * SPLITS                               # partials: [S, Hq, SPLITS, (D)]
+    else:
+        # partials; the last split to finish combines
+        base = (s * HQ + heads) * SPLITS   # partials: [S, Hq, SPLITS, (D)]
         tl.store(po_ptr + (base + split)[:, None] * D + offs_d[None, :], o, mask=hmask[:, None])
-        tl.store(plse_ptr + base + split, tl.where(l_i == 0.0, float('-inf'), m_i + tl.math.log2(l_safe)), mask=hmask)
-        tl.debug_barrier()                                             # every thread's partials written...
-        done = tl.atomic_add(lock_ptr + s * HKV + kvh, 1, sem='acq_rel')   # ...before they are counted
+        tl.store(plse_ptr + base + split,
+                 tl.where(l_i == 0.0, float('-inf'), m_i + tl.math.log2(l_safe)), mask=hmask)
+        # every thread's partials written...
+        tl.debug_barrier()
+        # ...before they are counted
+        done = tl.atomic_add(lock_ptr + s * HKV + kvh, 1, sem='acq_rel')
         if done == SPLITS - 1:
             tl.debug_barrier()
             m = tl.full([BLOCK_H], float('-inf'), tl.float32)
-            for j in tl.static_range(SPLITS): m = tl.maximum(m, tl.load(plse_ptr + base + j, mask=hmask, other=float('-inf'), cache_modifier='.cg'))
+            for j in tl.static_range(SPLITS):
+                m = tl.maximum(m, tl.load(plse_ptr + base + j, mask=hmask, other=float('-inf'),
+                                          cache_modifier='.cg'))
             m = tl.where(m == float('-inf'), 0.0, m)
             tot, o = tl.zeros([BLOCK_H], dtype=tl.float32), tl.zeros([BLOCK_H, D], dtype=tl.float32)
             for j in tl.static_range(SPLITS):
-                w = tl.math.exp2(tl.load(plse_ptr + base + j, mask=hmask, other=float('-inf'), cache_modifier='.cg') - m)
+                w = tl.math.exp2(tl.load(plse_ptr + base + j, mask=hmask, other=float('-inf'),
+                                         cache_modifier='.cg') - m)
                 tot += w
-                o += w[:, None] * tl.load(po_ptr + (base + j)[:, None] * D + offs_d[None, :], mask=hmask[:, None], other=0., cache_modifier='.cg')
-            tl.store(optrs, (o / tl.where(tot == 0.0, 1.0, tot)[:, None]).to(out_ptr.dtype.element_ty), mask=hmask[:, None])
-            tl.atomic_xchg(lock_ptr + s * HKV + kvh, 0)                # ready for the next step (or graph replay)
+                o += w[:, None] * tl.load(po_ptr + (base + j)[:, None] * D + offs_d[None, :],
+                                          mask=hmask[:, None], other=0., cache_modifier='.cg')
+            tl.store(optrs,
+                     (o / tl.where(tot == 0.0, 1.0, tot)[:, None]).to(out_ptr.dtype.element_ty),
+                     mask=hmask[:, None])
+            # ready for the next step (or graph replay)
+            tl.atomic_xchg(lock_ptr + s * HKV + kvh, 0)
 
 # %% ../../nbs/10c_decode_step.ipynb #b9d67d7f
-def rope_decode(qkv, q_weight, k_weight, cos, sin, eps, k_cache, v_cache, block_tables, context_lens, slot_mapping,
-                num_heads: int, out=None, scale=None, num_splits=None):
+def rope_decode(qkv, q_weight, k_weight, cos, sin, eps, k_cache, v_cache, block_tables,
+                context_lens, slot_mapping, num_heads: int, out=None, scale=None, num_splits=None):
     """One launch for a decode step's attention from the qkv projection's rows `[S, (Hq + 2 Hkv) D]`: q/k norm (when
     weights are given), rotary, the new K/V stored at `slot_mapping`, attention over the paged cache; returns `[S, Hq, D]`."""
-    out, q_view, c2, s2 = _check_rope_decode(qkv, cos, sin, k_cache, v_cache, block_tables, context_lens, slot_mapping,
-                                             num_heads, out)
+    out, q_view, c2, s2 = _check_rope_decode(qkv, cos, sin, k_cache, v_cache, block_tables,
+                                             context_lens, slot_mapping, num_heads, out)
     nb, bs, hkv, d = k_cache.shape
     S, hq = qkv.shape[0], num_heads
     if S == 0: return out
@@ -138,16 +169,18 @@ def rope_decode(qkv, q_weight, k_weight, cos, sin, eps, k_cache, v_cache, block_
     scale = d ** -0.5 if scale is None else scale
     g = hq // hkv
     _rope_decode_kernel[(S, hkv, num_splits)](
-        qkv, q_weight if norm else qkv, k_weight if norm else qkv, c2, s2, k_cache, v_cache, block_tables, context_lens,
-        slot_mapping, out, po, plse, _locks(qkv.device, S * hkv), scale * 1.4426950408889634, eps,
-        qkv.stride(0), c2.stride(0), *k_cache.stride()[:3], *v_cache.stride()[:3], block_tables.stride(0),
-        out.stride(0), out.stride(1), HQ=hq, HKV=hkv, G=g, BLOCK_H=max(16, triton.next_power_of_2(g)), D=d, BS=bs,
-        BLOCK_N=cfg['block_n'], SPLITS=num_splits, NORM=norm, PREC=_prec(qkv.dtype), num_warps=cfg['num_warps'],
+        qkv, q_weight if norm else qkv, k_weight if norm else qkv, c2, s2, k_cache, v_cache,
+        block_tables, context_lens, slot_mapping, out, po, plse, _locks(qkv.device, S * hkv),
+        scale * 1.4426950408889634, eps, qkv.stride(0), c2.stride(0), *k_cache.stride()[:3],
+        *v_cache.stride()[:3], block_tables.stride(0), out.stride(0), out.stride(1), HQ=hq, HKV=hkv,
+        G=g, BLOCK_H=max(16, triton.next_power_of_2(g)), D=d, BS=bs, BLOCK_N=cfg['block_n'],
+        SPLITS=num_splits, NORM=norm, PREC=_prec(qkv.dtype), num_warps=cfg['num_warps'],
         num_stages=cfg['num_stages'], **pdl_options(qkv))
     return out
 
 # %% ../../nbs/10c_decode_step.ipynb #0548560e
-ENABLED = True     # False: the fused decoder layer keeps the rotary kernel, the decode kernel and the combine
+# False: the fused decoder layer keeps the rotary kernel, the decode kernel and the combine
+ENABLED = True
 NUM_SPLITS = None  # splits per KV head; None: the decode kernel's choice
 
 @patch
@@ -155,10 +188,13 @@ def rope_attend(self: PagedAttention, sa, qkv, cos, sin):
     "Attention of attention module `sa` from its qkv rows by `rope_decode`, or None where it does not apply."
     b, c = self.batch, sa.cfg
     rows = qkv.reshape(-1, qkv.shape[-1])
-    if not ENABLED or self.store is not None or b.max_q_len != 1 or rows.shape[0] != b.context_lens.shape[0]:
-        return None                     # store None: the Triton attention, which stores the new K/V itself
+    if (not ENABLED or self.store is not None or b.max_q_len != 1
+            or rows.shape[0] != b.context_lens.shape[0]):
+        # store None: the Triton attention, which stores the new K/V itself
+        return None
     kc, vc = self.kv_caches[sa.layer_idx]
     qw, kw = (sa.q_norm.weight, sa.k_norm.weight) if c.qk_norm else (None, None)
-    o = rope_decode(rows, qw, kw, cos, sin, c.rms_norm_eps, kc, vc, b.block_tables, b.context_lens, b.slot_mapping,
-                    c.num_attention_heads, out=self.out[:rows.shape[0]], num_splits=NUM_SPLITS)
+    o = rope_decode(rows, qw, kw, cos, sin, c.rms_norm_eps, kc, vc, b.block_tables, b.context_lens,
+                    b.slot_mapping, c.num_attention_heads, out=self.out[:rows.shape[0]],
+                    num_splits=NUM_SPLITS)
     return o.view(*qkv.shape[:-1], c.num_attention_heads, c.head_dim)

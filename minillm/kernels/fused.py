@@ -5,7 +5,8 @@
 # %% ../../nbs/10a_fused_ops.ipynb #b8cfaac5
 from __future__ import annotations
 import torch
-from .attention import _pdl_start, pdl_options     # (chooses the interpreter without CUDA)
+# (chooses the interpreter without CUDA)
+from .attention import _pdl_start, pdl_options
 from ..engine import PLUGINS
 from ..sampling import row_params, sample_simple
 import triton
@@ -17,7 +18,8 @@ __all__ = ['SAMPLE_CHUNK', 'rms_norm', 'qk_norm_rope', 'silu_mul', 'sample_fused
 # %% ../../nbs/10a_fused_ops.ipynb #e6dc87de
 def _rows(x):
     "`x` as a 2-D view `[rows, last]` with a contiguous last dimension."
-    if x.stride(-1) != 1: raise ValueError(f"the last dimension must be contiguous, got strides {x.stride()}")
+    if x.stride(-1) != 1:
+        raise ValueError(f"the last dimension must be contiguous, got strides {x.stride()}")
     return x.reshape(-1, x.shape[-1])
 
 # %% ../../nbs/10a_fused_ops.ipynb #437c568b
@@ -29,28 +31,33 @@ def _rmsnorm_kernel(x_ptr, r_ptr, w_ptr, out_ptr, rout_ptr, s_x, s_r, s_o, s_ro,
     offs = tl.arange(0, BLOCK)
     m = offs < N
     x = tl.load(x_ptr + row * s_x + offs, mask=m, other=0.0)
-    if HAS_RES:                                                        # x + residual, rounded like torch's add
-        x = (x.to(tl.float32) + tl.load(r_ptr + row * s_r + offs, mask=m, other=0.0).to(tl.float32)).to(x.dtype)
+    if HAS_RES:                                             # x + residual, rounded like torch's add
+        x = (x.to(tl.float32)
+             + tl.load(r_ptr + row * s_r + offs, mask=m, other=0.0).to(tl.float32)).to(x.dtype)
         tl.store(rout_ptr + row * s_ro + offs, x, mask=m)
     h = x.to(tl.float32)
     h = h * tl.rsqrt(tl.sum(h * h, 0) / N + eps)
     w = tl.load(w_ptr + offs, mask=m, other=0.0)
-    tl.store(out_ptr + row * s_o + offs, (h.to(x.dtype).to(tl.float32) * w.to(tl.float32)).to(out_ptr.dtype.element_ty), mask=m)
+    tl.store(out_ptr + row * s_o + offs,
+             (h.to(x.dtype).to(tl.float32) * w.to(tl.float32)).to(out_ptr.dtype.element_ty), mask=m)
 
 # %% ../../nbs/10a_fused_ops.ipynb #9094fd04
 def rms_norm(x, weight, eps: float, residual=None):
     "Fused RMSNorm (with the residual add first when `residual` is given): the semantics of `layers.RMSNorm`."
-    if x.shape[-1] != weight.shape[0]: raise ValueError(f"x's last dim {x.shape[-1]} != weight size {weight.shape[0]}")
+    if x.shape[-1] != weight.shape[0]:
+        raise ValueError(f"x's last dim {x.shape[-1]} != weight size {weight.shape[0]}")
     x2 = _rows(x)
     out = torch.empty(x.shape, dtype=torch.promote_types(x.dtype, weight.dtype), device=x.device)
     r2 = rout = x2
     if residual is not None:
-        if residual.shape != x.shape: raise ValueError(f"residual shape {tuple(residual.shape)} != x shape {tuple(x.shape)}")
+        if residual.shape != x.shape:
+            raise ValueError(f"residual shape {tuple(residual.shape)} != x shape {tuple(x.shape)}")
         r2, rout = _rows(residual), torch.empty_like(x)
     N = x.shape[-1]
-    _rmsnorm_kernel[(x2.shape[0],)](x2, r2, weight, out, rout, x2.stride(0), r2.stride(0), N, N, N, eps,
-                                     HAS_RES=residual is not None, BLOCK=triton.next_power_of_2(N), num_warps=4 if N <= 2048 else 8,
-                                     **pdl_options(x2))
+    _rmsnorm_kernel[(x2.shape[0],)](
+        x2, r2, weight, out, rout, x2.stride(0), r2.stride(0), N, N, N, eps,
+        HAS_RES=residual is not None, BLOCK=triton.next_power_of_2(N),
+        num_warps=4 if N <= 2048 else 8, **pdl_options(x2))
     return out if residual is None else (out, rout)
 
 # %% ../../nbs/10a_fused_ops.ipynb #d6aa63b0
@@ -58,62 +65,80 @@ def rms_norm(x, weight, eps: float, residual=None):
 def _rope_halves(a, b, w_ptr, half, c1, c2, s1, s2, eps, D: tl.constexpr, NORM: tl.constexpr):
     "Norm (if NORM) and rotate heads given as their halves `a`, `b` `[H, D/2]`: the rotated halves, in their dtype."
     dt = a.dtype
-    if NORM:                                                           # per-head RMSNorm, rounded as the reference
+    if NORM:                                            # per-head RMSNorm, rounded as the reference
         af, bf = a.to(tl.float32), b.to(tl.float32)
         r = tl.rsqrt((tl.sum(af * af, 1) + tl.sum(bf * bf, 1)) / D + eps)[:, None]
         a = ((af * r).to(dt).to(tl.float32) * tl.load(w_ptr + half).to(tl.float32)).to(dt)
         b = ((bf * r).to(dt).to(tl.float32) * tl.load(w_ptr + D // 2 + half).to(tl.float32)).to(dt)
-    c1, c2 = c1.to(dt).to(tl.float32), c2.to(dt).to(tl.float32)               # cos/sin in the activations' dtype,
-    s1, s2 = s1.to(dt).to(tl.float32), s2.to(dt).to(tl.float32)               # as the reference rounds them
+    # cos/sin in the activations' dtype, as the reference rounds them
+    c1, c2 = c1.to(dt).to(tl.float32), c2.to(dt).to(tl.float32)
+    s1, s2 = s1.to(dt).to(tl.float32), s2.to(dt).to(tl.float32)
     af, bf = a.to(tl.float32), b.to(tl.float32)
-    lo = (af * c1).to(dt).to(tl.float32) + (-bf * s1).to(dt).to(tl.float32)     # x * cos + rotate_half(x) * sin
+    # x * cos + rotate_half(x) * sin
+    lo = (af * c1).to(dt).to(tl.float32) + (-bf * s1).to(dt).to(tl.float32)
     hi = (bf * c2).to(dt).to(tl.float32) + (af * s2).to(dt).to(tl.float32)
     return lo.to(dt), hi.to(dt)
 
 # %% ../../nbs/10a_fused_ops.ipynb #7e86ecdf
 @triton.jit
-def _rope_heads(src, s_h, w_ptr, dst, c1, c2, s1, s2, eps, H: tl.constexpr, HP: tl.constexpr, D: tl.constexpr, NORM: tl.constexpr):
+def _rope_heads(src, s_h, w_ptr, dst, c1, c2, s1, s2, eps,
+                H: tl.constexpr, HP: tl.constexpr, D: tl.constexpr, NORM: tl.constexpr):
     "Norm (if NORM) and rotate the `H` heads at `src` (head stride `s_h`) of one token; write them to `dst`, `[H, D]`."
     h, half = tl.arange(0, HP)[:, None], tl.arange(0, D // 2)[None, :]          # [HP, 1], [1, D/2]
     m = h < H
-    a, b = tl.load(src + h * s_h + half, mask=m, other=0.), tl.load(src + h * s_h + D // 2 + half, mask=m, other=0.)
+    a, b = (tl.load(src + h * s_h + half, mask=m, other=0.),
+            tl.load(src + h * s_h + D // 2 + half, mask=m, other=0.))
     lo, hi = _rope_halves(a, b, w_ptr, half, c1, c2, s1, s2, eps, D, NORM)
-    tl.store(dst + h * D + half, lo, mask=m); tl.store(dst + h * D + D // 2 + half, hi, mask=m)
+    tl.store(dst + h * D + half, lo, mask=m)
+    tl.store(dst + h * D + D // 2 + half, hi, mask=m)
 
 # %% ../../nbs/10a_fused_ops.ipynb #91bece6a
 @triton.jit
-def _qk_rope_kernel(q_ptr, k_ptr, qw_ptr, kw_ptr, cos_ptr, sin_ptr, qo_ptr, ko_ptr, s_qn, s_qh, s_kn, s_kh, s_cn, eps,
-                    HQ: tl.constexpr, HQP: tl.constexpr, HK: tl.constexpr, HKP: tl.constexpr, D: tl.constexpr,
+def _qk_rope_kernel(q_ptr, k_ptr, qw_ptr, kw_ptr, cos_ptr, sin_ptr, qo_ptr, ko_ptr,
+                    s_qn, s_qh, s_kn, s_kh, s_cn, eps, HQ: tl.constexpr, HQP: tl.constexpr,
+                    HK: tl.constexpr, HKP: tl.constexpr, D: tl.constexpr,
                     NORM: tl.constexpr, PER_HEAD: tl.constexpr, PDL: tl.constexpr):
     _pdl_start(PDL)
     n = tl.program_id(0).to(tl.int64)
     half = tl.arange(0, D // 2)[None, :]
-    c1, c2 = tl.load(cos_ptr + n * s_cn + half), tl.load(cos_ptr + n * s_cn + D // 2 + half)   # [1, D/2] fp32
+    # [1, D/2] fp32
+    c1, c2 = tl.load(cos_ptr + n * s_cn + half), tl.load(cos_ptr + n * s_cn + D // 2 + half)
     s1, s2 = tl.load(sin_ptr + n * s_cn + half), tl.load(sin_ptr + n * s_cn + D // 2 + half)
-    if PER_HEAD:                                                       # program (n, h): head h of token n
+    if PER_HEAD:                                                 # program (n, h): head h of token n
         h = tl.program_id(1)
-        if h < HQ: _rope_heads(q_ptr + n * s_qn + h * s_qh, s_qh, qw_ptr, qo_ptr + (n * HQ + h) * D, c1, c2, s1, s2, eps, 1, 1, D, NORM)
-        else: _rope_heads(k_ptr + n * s_kn + (h - HQ) * s_kh, s_kh, kw_ptr, ko_ptr + (n * HK + h - HQ) * D, c1, c2, s1, s2, eps, 1, 1, D, NORM)
-    else:                                                              # program n: every head of token n
-        _rope_heads(q_ptr + n * s_qn, s_qh, qw_ptr, qo_ptr + n * HQ * D, c1, c2, s1, s2, eps, HQ, HQP, D, NORM)
-        _rope_heads(k_ptr + n * s_kn, s_kh, kw_ptr, ko_ptr + n * HK * D, c1, c2, s1, s2, eps, HK, HKP, D, NORM)
+        if h < HQ: _rope_heads(q_ptr + n * s_qn + h * s_qh, s_qh, qw_ptr,
+                               qo_ptr + (n * HQ + h) * D, c1, c2, s1, s2, eps, 1, 1, D, NORM)
+        else: _rope_heads(k_ptr + n * s_kn + (h - HQ) * s_kh, s_kh, kw_ptr,
+                          ko_ptr + (n * HK + h - HQ) * D, c1, c2, s1, s2, eps, 1, 1, D, NORM)
+    else:                                                        # program n: every head of token n
+        _rope_heads(q_ptr + n * s_qn, s_qh, qw_ptr, qo_ptr + n * HQ * D,
+                    c1, c2, s1, s2, eps, HQ, HQP, D, NORM)
+        _rope_heads(k_ptr + n * s_kn, s_kh, kw_ptr, ko_ptr + n * HK * D,
+                    c1, c2, s1, s2, eps, HK, HKP, D, NORM)
 
 # %% ../../nbs/10a_fused_ops.ipynb #e3879e83
 def qk_norm_rope(q, k, q_weight, k_weight, cos, sin, eps: float):
     "Norm (when weights are given) and rotate q `[..., Hq, D]` and k `[..., Hkv, D]`; returns new contiguous q, k."
     D, Hq, Hkv = q.shape[-1], q.shape[-2], k.shape[-2]
-    if k.shape[-1] != D or D % 2 or D & (D - 1): raise ValueError(f"head_dim must be an even power of two shared by q and k, got {D}, {k.shape[-1]}")
+    if k.shape[-1] != D or D % 2 or D & (D - 1):
+        raise ValueError(f"head_dim must be an even power of two shared by q and k, "
+                         f"got {D}, {k.shape[-1]}")
     q3, k3 = q.reshape(-1, Hq, D), k.reshape(-1, Hkv, D)
-    if q3.stride(-1) != 1 or k3.stride(-1) != 1: raise ValueError("q and k must be contiguous in head_dim")
+    if q3.stride(-1) != 1 or k3.stride(-1) != 1:
+        raise ValueError("q and k must be contiguous in head_dim")
     c2, s2 = cos.reshape(-1, D).contiguous(), sin.reshape(-1, D).contiguous()
-    if c2.shape[0] != q3.shape[0] or k3.shape[0] != q3.shape[0]: raise ValueError(f"q, k, cos must have the same tokens: {q3.shape[0]}, {k3.shape[0]}, {c2.shape[0]}")
-    qo, ko = torch.empty(q.shape, dtype=q.dtype, device=q.device), torch.empty(k.shape, dtype=k.dtype, device=k.device)
+    if c2.shape[0] != q3.shape[0] or k3.shape[0] != q3.shape[0]:
+        raise ValueError(f"q, k, cos must have the same tokens: "
+                         f"{q3.shape[0]}, {k3.shape[0]}, {c2.shape[0]}")
+    qo, ko = (torch.empty(q.shape, dtype=q.dtype, device=q.device),
+              torch.empty(k.shape, dtype=k.dtype, device=k.device))
     if q3.shape[0] == 0: return qo, ko
     norm = q_weight is not None
-    per_head = q3.shape[0] < 256                                       # decode sizes: a program per (token, head)
+    per_head = q3.shape[0] < 256                         # decode sizes: a program per (token, head)
     _qk_rope_kernel[(q3.shape[0], Hq + Hkv if per_head else 1)](
-        q3, k3, q_weight if norm else q3, k_weight if norm else k3, c2, s2, qo, ko, q3.stride(0), q3.stride(1), k3.stride(0),
-        k3.stride(1), c2.stride(0), eps, HQ=Hq, HQP=triton.next_power_of_2(Hq), HK=Hkv, HKP=triton.next_power_of_2(Hkv), D=D,
+        q3, k3, q_weight if norm else q3, k_weight if norm else k3, c2, s2, qo, ko,
+        q3.stride(0), q3.stride(1), k3.stride(0), k3.stride(1), c2.stride(0), eps,
+        HQ=Hq, HQP=triton.next_power_of_2(Hq), HK=Hkv, HKP=triton.next_power_of_2(Hkv), D=D,
         NORM=norm, PER_HEAD=per_head, num_warps=1 if per_head else 4, **pdl_options(q3))
     return qo, ko
 
@@ -126,15 +151,18 @@ def _silu_mul_kernel(x_ptr, out_ptr, s_x, s_o, I, BLOCK: tl.constexpr, PDL: tl.c
     g = tl.load(x_ptr + row * s_x + col, mask=m, other=0.0)
     u = tl.load(x_ptr + row * s_x + I + col, mask=m, other=0.0)
     gf = g.to(tl.float32)
-    s = (gf / (1.0 + tl.exp(-gf))).to(g.dtype).to(tl.float32)           # silu, rounded as F.silu's output
+    s = (gf / (1.0 + tl.exp(-gf))).to(g.dtype).to(tl.float32)     # silu, rounded as F.silu's output
     tl.store(out_ptr + row * s_o + col, (s * u.to(tl.float32)).to(g.dtype), mask=m)
 
 def silu_mul(gate_up):
     "`silu(gate) * up` for `gate_up` `[..., 2I]` (gate first); returns `[..., I]`."
-    if gate_up.shape[-1] % 2: raise ValueError(f"gate_up's last dim must be even, got {gate_up.shape[-1]}")
+    if gate_up.shape[-1] % 2:
+        raise ValueError(f"gate_up's last dim must be even, got {gate_up.shape[-1]}")
     x2, I = _rows(gate_up), gate_up.shape[-1] // 2
     out = torch.empty(*gate_up.shape[:-1], I, dtype=gate_up.dtype, device=gate_up.device)
-    if x2.shape[0]: _silu_mul_kernel[(x2.shape[0], triton.cdiv(I, 1024))](x2, out, x2.stride(0), I, I, BLOCK=1024, num_warps=4, **pdl_options(x2))
+    if x2.shape[0]:
+        _silu_mul_kernel[(x2.shape[0], triton.cdiv(I, 1024))](
+            x2, out, x2.stride(0), I, I, BLOCK=1024, num_warps=4, **pdl_options(x2))
     return out
 
 # %% ../../nbs/10a_fused_ops.ipynb #a5a00002
@@ -152,13 +180,14 @@ def _mix32(x):
 def _chunk_max_kernel(x_ptr, s_x, p_ptr, part_ptr, V, B, CHUNK: tl.constexpr, BLOCK: tl.constexpr):
     "Pass 1: the largest scaled logit of chunk `c` of row `r`."
     r, c, C = tl.program_id(0), tl.program_id(1), tl.num_programs(1)
-    t = tl.load(p_ptr + r).to(tl.float32)                  # row parameters [5, B]: temperature first
+    t = tl.load(p_ptr + r).to(tl.float32)                 # row parameters [5, B]: temperature first
     tt = tl.where(t == 0.0, 1.0, t)
     row = x_ptr + r.to(tl.int64) * s_x
     m = tl.full([BLOCK], float('-inf'), tl.float32)
     for start in range(c * CHUNK, tl.minimum(c * CHUNK + CHUNK, V), BLOCK):
         offs = start + tl.arange(0, BLOCK)
-        m = tl.maximum(m, tl.load(row + offs, mask=offs < V, other=float('-inf')).to(tl.float32) / tt)
+        m = tl.maximum(m,
+                       tl.load(row + offs, mask=offs < V, other=float('-inf')).to(tl.float32) / tt)
     tl.store(part_ptr + r * C + c, tl.max(m, 0))
 
 # %% ../../nbs/10a_fused_ops.ipynb #752f7c0e
@@ -179,12 +208,13 @@ def _chunk_race_kernel(x_ptr, s_x, p_ptr, fresh_ptr, part_ptr, best_ptr, idx_ptr
     for start in range(c * CHUNK, tl.minimum(c * CHUNK + CHUNK, V), BLOCK):
         offs = start + tl.arange(0, BLOCK)
         raw = tl.load(row + offs, mask=offs < V, other=float('-inf')).to(tl.float32)
-        e = tl.exp(raw / tt - m)                                       # probability / the largest one
-        u = ((_mix32(key ^ _mix32(offs.to(tl.uint32))) >> 8).to(tl.float32) + 0.5) * 5.9604644775390625e-08
+        e = tl.exp(raw / tt - m)                                     # probability / the largest one
+        u = (((_mix32(key ^ _mix32(offs.to(tl.uint32))) >> 8).to(tl.float32) + 0.5)
+             * 5.9604644775390625e-08)
         s = tl.where(greedy, raw, tl.where(e >= mp, e / -tl.log(u), float('-inf')))
         s = tl.where(offs < V, s, float('-inf'))
         bv, bi = tl.max(s, 0), tl.argmax(s, 0)
-        best_i = tl.where(bv > best, start + bi, best_i)             # strictly greater: the first maximum
+        best_i = tl.where(bv > best, start + bi, best_i)       # strictly greater: the first maximum
         best = tl.maximum(bv, best)
     tl.store(best_ptr + r * C + c, best)
     tl.store(idx_ptr + r * C + c, best_i)
@@ -209,11 +239,11 @@ def sample_fused(logits, params, keys, generator=None, out=None):
     if B == 0: return out
     logits = logits if logits.stride(1) == 1 else logits.contiguous()
     rows = row_params(params, keys, dev)                               # [5, B] float64, one copy
-    fresh = rows                # a stand-in the kernel loads but does not use when every row has a key
-    if any(k is None for k in keys):                                   # the shared stream: a fresh key per step
+    fresh = rows             # a stand-in the kernel loads but does not use when every row has a key
+    if any(k is None for k in keys):                       # the shared stream: a fresh key per step
         fresh = torch.randint(0, 2**32, (B,), generator=generator, device=dev)
     C, CP = triton.cdiv(V, SAMPLE_CHUNK), triton.next_power_of_2(triton.cdiv(V, SAMPLE_CHUNK))
-    part = torch.empty(3, B, C, dtype=torch.float32, device=dev)       # chunk maxima, scores, tokens
+    part = torch.empty(3, B, C, dtype=torch.float32, device=dev)      # chunk maxima, scores, tokens
     idx = part[2].view(torch.int32)
     x, sx = logits, logits.stride(0)
     _chunk_max_kernel[(B, C)](x, sx, rows, part[0], V, B, CHUNK=SAMPLE_CHUNK, BLOCK=1024)

@@ -8,7 +8,8 @@ import os
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from .attention import pdl_options, gdc_launch_dependents, gdc_wait   # (chooses the interpreter)
+# (chooses the interpreter)
+from .attention import pdl_options, gdc_launch_dependents, gdc_wait
 import triton
 import triton.language as tl
 from ..layers import causal_attention
@@ -41,14 +42,16 @@ def _act(x_ptrs, r_ptrs, ok, EVEN: tl.constexpr, HAS_RES: tl.constexpr):
 def _wload(w_ptrs, n_ok, ok, EVEN: tl.constexpr):
     "A `[BLOCK_N, BLOCK_K]` weight tile (read once: evicted first, to keep L2 for the activations)."
     if EVEN: w = tl.load(w_ptrs, mask=n_ok[:, None], other=0, eviction_policy='evict_first')
-    else: w = tl.load(w_ptrs, mask=n_ok[:, None] & ok[None, :], other=0, eviction_policy='evict_first')
+    else: w = tl.load(w_ptrs, mask=n_ok[:, None] & ok[None, :], other=0,
+                      eviction_policy='evict_first')
     return w
 
 #| export
 @triton.jit
 def _wx(w, xf, INT8: tl.constexpr):
     "A weight tile times the fp32 activation chunk, elementwise in fp32."
-    if INT8: wf = (w.to(tl.int32) + 0x4B000080).to(tl.float32, bitcast=True) - 8388736.0  # 2^23 + 128 + q - (2^23 + 128)
+    # 2^23 + 128 + q - (2^23 + 128)
+    if INT8: wf = (w.to(tl.int32) + 0x4B000080).to(tl.float32, bitcast=True) - 8388736.0
     else: wf = w.to(tl.float32)
     return wf * xf[None, :]
 
@@ -63,36 +66,42 @@ def _rows_out(acc, s_ptr, b_ptr, rn, n_ok, INT8: tl.constexpr, HAS_BIAS: tl.cons
 
 # %% ../../nbs/10b_gemv.ipynb #ee29197a
 @triton.jit
-def _gemv_kernel(x_ptr, w_ptr, s_ptr, b_ptr, o_ptr, r_ptr, g_ptr, ro_ptr, M, N, stride_xm, stride_wn, stride_om, eps,
-                 K: tl.constexpr, INT8: tl.constexpr, HAS_BIAS: tl.constexpr, EVEN_K: tl.constexpr, NORM: tl.constexpr, HAS_RES: tl.constexpr,
-                 SWIGLU: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, PDL: tl.constexpr, PRE: tl.constexpr):
-    pid_n, m = tl.program_id(0), tl.program_id(1)         # output blocks on axis 0: up to 2^31 - 1 of them
+def _gemv_kernel(x_ptr, w_ptr, s_ptr, b_ptr, o_ptr, r_ptr, g_ptr, ro_ptr, M, N,
+                 stride_xm, stride_wn, stride_om, eps, K: tl.constexpr, INT8: tl.constexpr,
+                 HAS_BIAS: tl.constexpr, EVEN_K: tl.constexpr, NORM: tl.constexpr,
+                 HAS_RES: tl.constexpr, SWIGLU: tl.constexpr, BLOCK_N: tl.constexpr,
+                 BLOCK_K: tl.constexpr, PDL: tl.constexpr, PRE: tl.constexpr):
+    pid_n, m = tl.program_id(0), tl.program_id(1)  # output blocks on axis 0: up to 2^31 - 1 of them
     rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     rk = tl.arange(0, BLOCK_K)
     n_ok = rn < N
-    w_ptrs = w_ptr + rn[:, None].to(tl.int64) * stride_wn + rk[None, :]           # [BLOCK_N, BLOCK_K]
+    w_ptrs = w_ptr + rn[:, None].to(tl.int64) * stride_wn + rk[None, :]         # [BLOCK_N, BLOCK_K]
     if PDL: gdc_launch_dependents()
-    w0 = _wload(w_ptrs, n_ok, rk < K, EVEN_K)     # no kernel writes weights: the first PRE chunks load before the wait
+    # no kernel writes weights: the first PRE chunks load before the wait
+    w0 = _wload(w_ptrs, n_ok, rk < K, EVEN_K)
     if PRE > 1: w1 = _wload(w_ptrs + BLOCK_K, n_ok, rk < K - BLOCK_K, EVEN_K)
     if PRE > 2: w2 = _wload(w_ptrs + 2 * BLOCK_K, n_ok, rk < K - 2 * BLOCK_K, EVEN_K)
     if PRE > 3: w3 = _wload(w_ptrs + 3 * BLOCK_K, n_ok, rk < K - 3 * BLOCK_K, EVEN_K)
     if SWIGLU: u0 = _wload(w_ptrs + N * stride_wn, n_ok, rk < K, EVEN_K)
     if PDL: gdc_wait()
-    row = m.to(tl.int64) * stride_xm                                              # x, residual, new residual: same rows
-    if NORM:                                       # first pass: x + residual (stored by the pid_n == 0 programs), mean square
+    row = m.to(tl.int64) * stride_xm                          # x, residual, new residual: same rows
+    if NORM:             # first pass: x + residual (stored by the pid_n == 0 programs), mean square
         ss = tl.zeros((BLOCK_K,), dtype=tl.float32)
         for k0 in tl.static_range(0, K, BLOCK_K):
             ok = rk < K - k0
             h = _act(x_ptr + row + k0 + rk, r_ptr + row + k0 + rk, ok, EVEN_K, HAS_RES)
-            if HAS_RES: tl.store(ro_ptr + row + k0 + rk, h, mask=ok & (tl.broadcast_to(pid_n, (BLOCK_K,)) == 0))
+            if HAS_RES: tl.store(ro_ptr + row + k0 + rk, h,
+                                 mask=ok & (tl.broadcast_to(pid_n, (BLOCK_K,)) == 0))
             ss += h.to(tl.float32) * h.to(tl.float32)
         rstd = tl.rsqrt(tl.sum(ss, 0) / K + eps)
     acc = tl.zeros((BLOCK_N, BLOCK_K), dtype=tl.float32)
-    if SWIGLU: acc_up = tl.zeros((BLOCK_N, BLOCK_K), dtype=tl.float32)            # the up rows, N rows further down
-    for k0 in tl.static_range(0, K, BLOCK_K):            # unrolled: every chunk's loads can be in flight at once
+    # the up rows, N rows further down
+    if SWIGLU: acc_up = tl.zeros((BLOCK_N, BLOCK_K), dtype=tl.float32)
+    # unrolled: every chunk's loads can be in flight at once
+    for k0 in tl.static_range(0, K, BLOCK_K):
         ok = rk < K - k0
         x = _act(x_ptr + row + k0 + rk, r_ptr + row + k0 + rk, ok, EVEN_K, HAS_RES)
-        if NORM:                                   # normalised, rounded, times the norm weight, rounded: as RMSNorm
+        if NORM:         # normalised, rounded, times the norm weight, rounded: as RMSNorm
             g = _ld(g_ptr + k0 + rk, ok, EVEN_K).to(tl.float32)
             x = ((x.to(tl.float32) * rstd).to(x.dtype).to(tl.float32) * g).to(x.dtype)
         xf = x.to(tl.float32)
@@ -107,25 +116,28 @@ def _gemv_kernel(x_ptr, w_ptr, s_ptr, b_ptr, o_ptr, r_ptr, g_ptr, ro_ptr, M, N, 
             else: acc_up += _wx(_wload(w_ptrs + N * stride_wn + k0, n_ok, ok, EVEN_K), xf, INT8)
     y = _rows_out(acc, s_ptr, b_ptr, rn, n_ok, INT8, HAS_BIAS)
     dt = o_ptr.dtype.element_ty
-    if SWIGLU:                                     # silu(gate) * up, each rounded where F.linear, F.silu and * round
+    if SWIGLU:           # silu(gate) * up, each rounded where F.linear, F.silu and * round
         gate = y.to(dt).to(tl.float32)
         up = _rows_out(acc_up, s_ptr, b_ptr, rn + N, n_ok, INT8, HAS_BIAS).to(dt).to(tl.float32)
         y = (gate / (1.0 + tl.exp(-gate))).to(dt).to(tl.float32) * up
     tl.store(o_ptr + m.to(tl.int64) * stride_om + rn, y.to(dt), mask=n_ok)
 
 # %% ../../nbs/10b_gemv.ipynb #685a0d81
-GEMV_PRE = (2, 4)            # K chunks loaded before the PDL wait: rows of up to 8,192, longer rows (above)
+GEMV_PRE = (2, 4)    # K chunks loaded before the PDL wait: rows of up to 8,192, longer rows (above)
 
 def _launch_gemv(x2, weight, scale, bias, out, block_n, block_k, num_warps, num_stages=1,
                  norm_weight=None, eps=0.0, residual=None, res_out=None, swiglu=False, pre=None):
     "Launch the GEMV on checked 2-D operands: `out` `[M, N]` = `x2` `[M, K]` times `weight` (int8 when `scale` is given); options below."
     (M, K), N = x2.shape, out.shape[1]
     _gemv_kernel[(triton.cdiv(N, block_n), M)](
-        x2, weight, weight if scale is None else scale, weight if bias is None else bias, out, x2 if residual is None else residual,
-        x2 if norm_weight is None else norm_weight, x2 if res_out is None else res_out, M, N, x2.stride(0), weight.stride(0),
-        out.stride(0), eps, K=K, INT8=scale is not None, HAS_BIAS=bias is not None, EVEN_K=K % block_k == 0, NORM=norm_weight is not None,
-        HAS_RES=residual is not None, SWIGLU=swiglu, BLOCK_N=block_n, BLOCK_K=block_k, num_warps=num_warps, num_stages=num_stages,
-        PRE=max(1, min(GEMV_PRE[K > 8192] if pre is None else pre, 4, triton.cdiv(K, block_k))), **pdl_options(x2))
+        x2, weight, weight if scale is None else scale, weight if bias is None else bias, out,
+        x2 if residual is None else residual, x2 if norm_weight is None else norm_weight,
+        x2 if res_out is None else res_out, M, N, x2.stride(0), weight.stride(0), out.stride(0),
+        eps, K=K, INT8=scale is not None, HAS_BIAS=bias is not None, EVEN_K=K % block_k == 0,
+        NORM=norm_weight is not None, HAS_RES=residual is not None, SWIGLU=swiglu,
+        BLOCK_N=block_n, BLOCK_K=block_k, num_warps=num_warps, num_stages=num_stages,
+        PRE=max(1, min(GEMV_PRE[K > 8192] if pre is None else pre, 4, triton.cdiv(K, block_k))),
+        **pdl_options(x2))
 
 # %% ../../nbs/10b_gemv.ipynb #ada5acfa
 _FLOATS = (torch.float16, torch.bfloat16, torch.float32)
@@ -135,24 +147,33 @@ def _check_gemv(x, weight, bias=None, scale=None):
     int8 = scale is not None
     if (not isinstance(weight, torch.Tensor) or weight.ndim != 2 or weight.stride(1) != 1
             or (weight.dtype != torch.int8 if int8 else not weight.is_floating_point())):
-        raise ValueError(f"weight must be a 2-D {'int8' if int8 else 'floating-point'} tensor [N, K] with contiguous rows, "
-                         f"got {getattr(weight, 'dtype', type(weight))} {tuple(getattr(weight, 'shape', ()))}")
+        raise ValueError(f"weight must be a 2-D {'int8' if int8 else 'floating-point'} tensor "
+                         f"[N, K] with contiguous rows, got "
+                         f"{getattr(weight, 'dtype', type(weight))} {tuple(getattr(weight, 'shape', ()))}")
     N, K = weight.shape
-    if not isinstance(x, torch.Tensor) or x.shape[-1:] != (K,) or (x.dtype not in _FLOATS if int8 else x.dtype != weight.dtype):
-        raise ValueError(f"x must be a {'float16, bfloat16 or float32' if int8 else weight.dtype} tensor [..., {K}], "
+    if (not isinstance(x, torch.Tensor) or x.shape[-1:] != (K,)
+            or (x.dtype not in _FLOATS if int8 else x.dtype != weight.dtype)):
+        raise ValueError(f"x must be a {'float16, bfloat16 or float32' if int8 else weight.dtype} "
+                         f"tensor [..., {K}], "
                          f"got {getattr(x, 'dtype', type(x))} {tuple(getattr(x, 'shape', ()))}")
-    if int8 and (not isinstance(scale, torch.Tensor) or not scale.is_floating_point() or scale.shape != (N,)):
+    if int8 and (not isinstance(scale, torch.Tensor) or not scale.is_floating_point()
+                 or scale.shape != (N,)):
         raise ValueError(f"scale must be a floating-point tensor of shape ({N},), got "
-                         f"{getattr(scale, 'dtype', type(scale))} {tuple(getattr(scale, 'shape', ()))}")
-    if bias is not None and bias.shape != (N,): raise ValueError(f"bias must be None or of shape ({N},), got {tuple(bias.shape)}")
+                         f"{getattr(scale, 'dtype', type(scale))} "
+                         f"{tuple(getattr(scale, 'shape', ()))}")
+    if bias is not None and bias.shape != (N,):
+        raise ValueError(f"bias must be None or of shape ({N},), got {tuple(bias.shape)}")
     for name, t in (('weight', weight), ('scale', scale), ('bias', bias)):
-        if t is not None and t.device != x.device: raise ValueError(f"{name} is on {t.device} but x is on {x.device}")
+        if t is not None and t.device != x.device:
+            raise ValueError(f"{name} is on {t.device} but x is on {x.device}")
     if x.device.type != 'cuda' and os.environ.get('TRITON_INTERPRET') != '1':
-        raise ValueError(f"the GEMV runs on CUDA tensors (or on CPU with TRITON_INTERPRET=1); x is on {x.device}")
+        raise ValueError(f"the GEMV runs on CUDA tensors (or on CPU with TRITON_INTERPRET=1); "
+                         f"x is on {x.device}")
     return N, K
 
 # %% ../../nbs/10b_gemv.ipynb #ddb54089
-GEMV_CONFIG = (2, 1024, 4)   # BLOCK_N, BLOCK_K, num_warps of the dense GEMV: the fastest of 8 tried on an H200 (below)
+# BLOCK_N, BLOCK_K, num_warps of the dense GEMV: the fastest of 8 tried on an H200 (below)
+GEMV_CONFIG = (2, 1024, 4)
 
 def gemv(x, weight, bias=None, config=None):
     "`F.linear(x, weight, bias)` for a dense `weight` `[N, K]` by the GEMV kernel (one program per `BLOCK_N` outputs of a row; several rows: the several-row kernel below)."
@@ -168,25 +189,32 @@ def gemv(x, weight, bias=None, config=None):
 def linear(x, weight, bias=None):
     "`F.linear`, except on CUDA for one row of activations, or up to `GEMV_MAX_ROWS` rows by a small weight: the GEMV kernels."
     rows = x.numel() // max(1, x.shape[-1])
-    if x.is_cuda and (rows == 1 or (rows <= GEMV_MAX_ROWS and weight.numel() <= GEMV_ROWS_MAX_WEIGHT)): return gemv(x, weight, bias)
+    if x.is_cuda and (rows == 1 or (rows <= GEMV_MAX_ROWS
+                                    and weight.numel() <= GEMV_ROWS_MAX_WEIGHT)):
+        return gemv(x, weight, bias)
     return F.linear(x, weight, bias)
 
 # %% ../../nbs/10b_gemv.ipynb #07f04027
 GEMV_MAX_ROWS = 4                   # `linear` sends 2 to this many rows to the several-row GEMV...
-GEMV_ROWS_MAX_WEIGHT = 4 * 2**20    # ...when the weight has at most this many elements (measured below); else cuBLAS
-GEMV_ROWS_CONFIG = (4, 512, 4)      # BLOCK_N, BLOCK_K, num_warps of the several-row GEMV: the fastest of 8 at 2 to 5 rows
+# ...when the weight has at most this many elements (measured below); else cuBLAS
+GEMV_ROWS_MAX_WEIGHT = 4 * 2**20
+# BLOCK_N, BLOCK_K, num_warps of the several-row GEMV: the fastest of 8 at 2 to 5 rows
+GEMV_ROWS_CONFIG = (4, 512, 4)
 
 # %% ../../nbs/10b_gemv.ipynb #2f6c9000
 @triton.jit
-def _gemv_rows_kernel(x_ptr, w_ptr, b_ptr, o_ptr, M, N, stride_xm, stride_wn, stride_om, K: tl.constexpr, HAS_BIAS: tl.constexpr,
-                      EVEN_K: tl.constexpr, ROWS: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, PDL: tl.constexpr):
+def _gemv_rows_kernel(x_ptr, w_ptr, b_ptr, o_ptr, M, N, stride_xm, stride_wn, stride_om,
+                      K: tl.constexpr, HAS_BIAS: tl.constexpr, EVEN_K: tl.constexpr,
+                      ROWS: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                      PDL: tl.constexpr):
     pid_n, pid_m = tl.program_id(0), tl.program_id(1)
-    rn, rk, rm = pid_n * BLOCK_N + tl.arange(0, BLOCK_N), tl.arange(0, BLOCK_K), pid_m * ROWS + tl.arange(0, ROWS)
+    rn, rk, rm = (pid_n * BLOCK_N + tl.arange(0, BLOCK_N), tl.arange(0, BLOCK_K),
+                  pid_m * ROWS + tl.arange(0, ROWS))
     n_ok, m_ok = rn < N, rm < M
-    w_ptrs = w_ptr + rn[:, None].to(tl.int64) * stride_wn + rk[None, :]           # [BLOCK_N, BLOCK_K]
+    w_ptrs = w_ptr + rn[:, None].to(tl.int64) * stride_wn + rk[None, :]         # [BLOCK_N, BLOCK_K]
     x_ptrs = x_ptr + rm[:, None].to(tl.int64) * stride_xm + rk[None, :]           # [ROWS, BLOCK_K]
     if PDL: gdc_launch_dependents()
-    w0 = _wload(w_ptrs, n_ok, rk < K, EVEN_K)                                     # before the wait, as in the GEMV
+    w0 = _wload(w_ptrs, n_ok, rk < K, EVEN_K)                      # before the wait, as in the GEMV
     if PDL: gdc_wait()
     acc = tl.zeros((ROWS, BLOCK_N, BLOCK_K), dtype=tl.float32)
     for k0 in tl.static_range(0, K, BLOCK_K):
@@ -197,7 +225,8 @@ def _gemv_rows_kernel(x_ptr, w_ptr, b_ptr, o_ptr, M, N, stride_xm, stride_wn, st
         acc += w.to(tl.float32)[None, :, :] * x[:, None, :]
     y = tl.sum(acc, axis=2)                                                       # [ROWS, BLOCK_N]
     if HAS_BIAS: y += tl.load(b_ptr + rn, mask=n_ok, other=0.).to(tl.float32)[None, :]
-    tl.store(o_ptr + rm[:, None].to(tl.int64) * stride_om + rn[None, :], y.to(o_ptr.dtype.element_ty), mask=m_ok[:, None] & n_ok[None, :])
+    tl.store(o_ptr + rm[:, None].to(tl.int64) * stride_om + rn[None, :],
+             y.to(o_ptr.dtype.element_ty), mask=m_ok[:, None] & n_ok[None, :])
 
 # %% ../../nbs/10b_gemv.ipynb #4d651c7b
 def _launch_gemv_rows(x2, weight, bias, out, block_n, block_k, num_warps):
@@ -205,23 +234,32 @@ def _launch_gemv_rows(x2, weight, bias, out, block_n, block_k, num_warps):
     (M, K), N = x2.shape, out.shape[1]
     rows = min(triton.next_power_of_2(M), 8)                                     # rows per program
     if out.numel(): _gemv_rows_kernel[(triton.cdiv(N, block_n), triton.cdiv(M, rows))](
-        x2, weight, weight if bias is None else bias, out, M, N, x2.stride(0), weight.stride(0), out.stride(0), K=K,
-        HAS_BIAS=bias is not None, EVEN_K=K % block_k == 0, ROWS=rows, BLOCK_N=block_n, BLOCK_K=block_k, num_warps=num_warps, **pdl_options(x2))
+        x2, weight, weight if bias is None else bias, out, M, N, x2.stride(0), weight.stride(0),
+        out.stride(0), K=K, HAS_BIAS=bias is not None, EVEN_K=K % block_k == 0, ROWS=rows,
+        BLOCK_N=block_n, BLOCK_K=block_k, num_warps=num_warps, **pdl_options(x2))
 
 # %% ../../nbs/10b_gemv.ipynb #869555e9
-GEMV_INT8_CONFIG = (4, 512, 2)    # int8 weights, one row (BLOCK_N, BLOCK_K, num_warps): chosen in the int8 chapter
-FUSED_GEMV_CONFIG = (4, 512, 4)   # with NORM or SWIGLU, dense or int8: the fastest (or within 0.2 µs) at Qwen3-0.6B (below)
+# int8 weights, one row (BLOCK_N, BLOCK_K, num_warps): chosen in the int8 chapter
+GEMV_INT8_CONFIG = (4, 512, 2)
+# with NORM or SWIGLU, dense or int8: the fastest (or within 0.2 µs) at Qwen3-0.6B (below)
+FUSED_GEMV_CONFIG = (4, 512, 4)
 
 # %% ../../nbs/10b_gemv.ipynb #99dd1738
 def _check_fused(x, N, K, norm_weight, residual, swiglu):
     "Check `fused_gemv`'s options against `x` `[..., K]` and a weight of `N` rows."
-    if norm_weight is not None and (not isinstance(norm_weight, torch.Tensor) or norm_weight.shape != (K,) or norm_weight.dtype != x.dtype):
+    if norm_weight is not None and (not isinstance(norm_weight, torch.Tensor)
+                                    or norm_weight.shape != (K,) or norm_weight.dtype != x.dtype):
         raise ValueError(f"norm_weight must be None or a {x.dtype} tensor of shape ({K},), got "
-                         f"{getattr(norm_weight, 'dtype', type(norm_weight))} {tuple(getattr(norm_weight, 'shape', ()))}")
-    if residual is not None and (norm_weight is None or not isinstance(residual, torch.Tensor) or residual.shape != x.shape or residual.dtype != x.dtype):
-        raise ValueError(f"residual needs norm_weight and must be a {x.dtype} tensor of x's shape {tuple(x.shape)}, got "
-                         f"{getattr(residual, 'dtype', type(residual))} {tuple(getattr(residual, 'shape', ()))}")
-    if swiglu and N % 2: raise ValueError(f"swiglu needs an even number of output rows (gate then up), weight has {N}")
+                         f"{getattr(norm_weight, 'dtype', type(norm_weight))} "
+                         f"{tuple(getattr(norm_weight, 'shape', ()))}")
+    if residual is not None and (norm_weight is None or not isinstance(residual, torch.Tensor)
+                                 or residual.shape != x.shape or residual.dtype != x.dtype):
+        raise ValueError(f"residual needs norm_weight and must be a {x.dtype} tensor of x's shape "
+                         f"{tuple(x.shape)}, got {getattr(residual, 'dtype', type(residual))} "
+                         f"{tuple(getattr(residual, 'shape', ()))}")
+    if swiglu and N % 2:
+        raise ValueError(f"swiglu needs an even number of output rows (gate then up), "
+                         f"weight has {N}")
 
 # %% ../../nbs/10b_gemv.ipynb #d9ae32b7
 def fused_gemv(x,                     # activations `[..., K]`
@@ -237,12 +275,16 @@ def fused_gemv(x,                     # activations `[..., K]`
     N, K = _check_gemv(x, weight, bias, scale)
     _check_fused(x, N, K, norm_weight, residual, swiglu)
     x2 = x.reshape(-1, K)                                                          # [M, K]
-    if x2.stride(-1) != 1 or norm_weight is not None: x2 = x2.contiguous()        # the norm reads x, residual by one stride
-    r2, r_out = (None, None) if residual is None else (residual.reshape(-1, K).contiguous(), torch.empty_like(x2))
-    out = torch.empty(x2.shape[0], N // 2 if swiglu else N, dtype=x.dtype, device=x.device)    # [M, N or N/2]
-    config = config or (FUSED_GEMV_CONFIG if norm_weight is not None or swiglu else GEMV_CONFIG if scale is None else GEMV_INT8_CONFIG)
-    if out.numel(): _launch_gemv(x2, weight, scale, bias, out, *config,
-                                 norm_weight=norm_weight, eps=eps, residual=r2, res_out=r_out, swiglu=swiglu)
+    # the norm reads x, residual by one stride
+    if x2.stride(-1) != 1 or norm_weight is not None: x2 = x2.contiguous()
+    r2, r_out = ((None, None) if residual is None
+                 else (residual.reshape(-1, K).contiguous(), torch.empty_like(x2)))
+    # [M, N or N/2]
+    out = torch.empty(x2.shape[0], N // 2 if swiglu else N, dtype=x.dtype, device=x.device)
+    config = config or (FUSED_GEMV_CONFIG if norm_weight is not None or swiglu
+                        else GEMV_CONFIG if scale is None else GEMV_INT8_CONFIG)
+    if out.numel(): _launch_gemv(x2, weight, scale, bias, out, *config, norm_weight=norm_weight,
+                                 eps=eps, residual=r2, res_out=r_out, swiglu=swiglu)
     out = out.reshape(*x.shape[:-1], out.shape[1])
     return out if residual is None else (out, r_out.reshape(x.shape))
 
@@ -250,29 +292,39 @@ def fused_gemv(x,                     # activations `[..., K]`
 def _weights(proj):
     "`(weight, bias, scale)` of an `nn.Linear` or an int8 `QuantLinear`; None for any other module."
     if isinstance(proj, nn.Linear): return proj.weight, proj.bias, None
-    if isinstance(getattr(proj, 'scale', None), torch.Tensor) and proj.weight.dtype == torch.int8: return proj.weight, proj.bias, proj.scale
+    if isinstance(getattr(proj, 'scale', None), torch.Tensor) and proj.weight.dtype == torch.int8:
+        return proj.weight, proj.bias, proj.scale
 
 # %% ../../nbs/10b_gemv.ipynb #907511b0
 def decode_layer(layer, x, residual, cos, sin, attn=None):
     "`DecoderLayer.forward` with 3 launches fewer for a single row on CUDA (or the interpreter); None for any other input."
-    if not all(hasattr(layer, a) for a in ('self_attn', 'mlp', 'input_layernorm', 'post_attention_layernorm')):
-        raise TypeError(f"layer must be a DecoderLayer (self_attn, mlp and their two norms), got {type(layer).__name__}")
+    if not all(hasattr(layer, a)
+               for a in ('self_attn', 'mlp', 'input_layernorm', 'post_attention_layernorm')):
+        raise TypeError(f"layer must be a DecoderLayer (self_attn, mlp and their two norms), "
+                        f"got {type(layer).__name__}")
     sa, mlp, n1, n2 = layer.self_attn, layer.mlp, layer.input_layernorm, layer.post_attention_layernorm
     qkv_w, gu_w = _weights(sa.qkv_proj), _weights(mlp.gate_up_proj)
-    if (x.numel() != x.shape[-1] or qkv_w is None or gu_w is None or x.dtype not in _FLOATS or n1.weight.dtype != x.dtype
-            or (residual is not None and residual.shape != x.shape) or (qkv_w[2] is None and qkv_w[0].dtype != x.dtype)
+    if (x.numel() != x.shape[-1] or qkv_w is None or gu_w is None or x.dtype not in _FLOATS
+            or n1.weight.dtype != x.dtype or (residual is not None and residual.shape != x.shape)
+            or (qkv_w[2] is None and qkv_w[0].dtype != x.dtype)
             or not (x.is_cuda or os.environ.get('TRITON_INTERPRET') == '1')):
-        return None                                                           # the layer runs as written
+        return None                                                      # the layer runs as written
     c = sa.cfg
-    h = fused_gemv(x, *qkv_w, norm_weight=n1.weight, eps=n1.eps, residual=residual)    # norm + qkv (+ new residual)
+    # norm + qkv (+ new residual)
+    h = fused_gemv(x, *qkv_w, norm_weight=n1.weight, eps=n1.eps, residual=residual)
     h, residual = h if residual is not None else (h, x)
-    fused = getattr(attn, 'rope_attend', None)         # rotary and attention in one launch (the decode-step chapter)
+    # rotary and attention in one launch (the decode-step chapter)
+    fused = getattr(attn, 'rope_attend', None)
     o = fused(sa, h, cos, sin) if fused is not None else None
     if o is None:
-        q, k, v = (t.view(*x.shape[:-1], -1, c.head_dim) for t in h.split([c.q_size, c.kv_size, c.kv_size], -1))  # [..., H, D]
-        q, k = qk_norm_rope(q, k, sa.q_norm.weight if c.qk_norm else None, sa.k_norm.weight if c.qk_norm else None, cos, sin, c.rms_norm_eps)
+        # [..., H, D]
+        q, k, v = (t.view(*x.shape[:-1], -1, c.head_dim)
+                   for t in h.split([c.q_size, c.kv_size, c.kv_size], -1))
+        q, k = qk_norm_rope(q, k, sa.q_norm.weight if c.qk_norm else None,
+                            sa.k_norm.weight if c.qk_norm else None, cos, sin, c.rms_norm_eps)
         o = causal_attention(q, k, v) if attn is None else attn(sa.layer_idx, q, k, v)
-    h, residual = fused_gemv(sa.o_proj(o.flatten(-2)), *gu_w, norm_weight=n2.weight, eps=n2.eps, residual=residual, swiglu=True)
+    h, residual = fused_gemv(sa.o_proj(o.flatten(-2)), *gu_w, norm_weight=n2.weight, eps=n2.eps,
+                             residual=residual, swiglu=True)
     return mlp.down_proj(h), residual
 
 # %% ../../nbs/10b_gemv.ipynb #f261659a
@@ -281,7 +333,8 @@ class GemvLinear(nn.Linear):
     def forward(self, x): return linear(x, self.weight, self.bias)
 
 # %% ../../nbs/10b_gemv.ipynb #5573a663
-FUSED_LAYER_MAX_HIDDEN = 2048   # `decode_layer` up to this hidden size: faster at 1024 (Qwen3-0.6B), slower at 4096 (8B)
+# `decode_layer` up to this hidden size: faster at 1024 (Qwen3-0.6B), slower at 4096 (8B)
+FUSED_LAYER_MAX_HIDDEN = 2048
 
 def use_fused_kernels(model, enable: bool = True, gemv: bool = True):
     "Route `model`'s norms, q/k norm + rotary, activation (and single-row projections and layers) through the fused kernels, or back to PyTorch."
@@ -292,8 +345,10 @@ def use_fused_kernels(model, enable: bool = True, gemv: bool = True):
         elif isinstance(m, Attention): m.rope_kernel = qk_norm_rope if enable else None
         elif isinstance(m, MLP): m.act_kernel = silu_mul if enable else None
         elif isinstance(m, DecoderLayer):
-            m.kernel = decode_layer if enable and gemv and m.self_attn.cfg.hidden_size <= FUSED_LAYER_MAX_HIDDEN else None
-        elif type(m) in (nn.Linear, GemvLinear) and m is not getattr(model, 'lm_head', None):   # not QuantLinear, not a bf16 head
+            m.kernel = (decode_layer if enable and gemv
+                        and m.self_attn.cfg.hidden_size <= FUSED_LAYER_MAX_HIDDEN else None)
+        # not QuantLinear, not a bf16 head
+        elif type(m) in (nn.Linear, GemvLinear) and m is not getattr(model, 'lm_head', None):
             m.__class__ = GemvLinear if enable and gemv else nn.Linear
     return model
 
