@@ -10,7 +10,7 @@ clients (raw SSE over httpx, in `--client-procs` processes, so that parsing the 
 time to first token and time per output token after the first (p50, p99), and server / offline throughput.
 Writes serve_load.json to $OUT if set, else to benchmarks/results/.
 """
-import argparse, asyncio, gc, importlib.util, json, multiprocessing, sys, time
+import argparse, asyncio, gc, importlib.util, json, multiprocessing, statistics, sys, threading, time
 import concurrent.futures as cf
 import numpy as np, torch, httpx
 from minillm import LLM, SamplingParams
@@ -74,6 +74,32 @@ def served(pool, url: str, prompts, max_tokens: int, c: int) -> dict:
     starts, firsts, ends, ntoks = ({k: v for part in parts for k, v in part[j].items()} for j in range(4))
     return summary(min(starts.values()), starts, firsts, ends, ntoks)    # perf_counter: one clock for all processes
 
+def scrape(url: str) -> dict:
+    "The server's unlabelled metrics, name to value, from its Prometheus text (`url`: its /v1)."
+    lines = httpx.get(url[:-3] + '/metrics', timeout=10).text.splitlines()
+    return {k: float(v) for k, v in (l.rsplit(' ', 1) for l in lines if l and l[0] != '#' and '{' not in l)}
+
+def watched(pool, url: str, prompts, max_tokens: int, c: int) -> dict:
+    """`served`, with what the server's metrics saw meanwhile: the engine's own mean time to first token and per
+    output token (from its request's arrival in the engine), and requests running and waiting, every 50 ms."""
+    samples, done = [], threading.Event()
+    def poll():
+        while not done.wait(0.05): samples.append(scrape(url))
+    before, poller = scrape(url), threading.Thread(target=poll)
+    poller.start()
+    try: run = served(pool, url, prompts, max_tokens, c)
+    finally:
+        done.set()
+        poller.join()
+    after = scrape(url)
+    delta = lambda k: after[k] - before[k]
+    mean = lambda k: delta(f'{k}_sum') / delta(f'{k}_count') * 1e3                    # ms
+    run['engine_ttft_ms'] = mean('minillm:time_to_first_token_seconds')
+    run['engine_tpot_ms'] = mean('minillm:time_per_output_token_seconds')
+    for k in ('running', 'waiting'):
+        run[f'{k}_mean'] = statistics.fmean(x[f'minillm:num_requests_{k}'] for x in samples) if samples else None
+    return run
+
 def median_run(mode: str, c: int, runs: list) -> dict:
     "The run of median throughput, with every run's throughput beside it."
     m = sorted(runs, key=lambda r: r['tokens_per_s'])[len(runs) // 2]
@@ -127,7 +153,7 @@ def main():
     with server_process(*flags, port=a.port) as srv, cf.ProcessPoolExecutor(a.client_procs, mp_context=mp) as pool:
         served(pool, srv.url, warm, a.output_len, max(cs))   # warm-up
         for c in cs:
-            runs = [served(pool, srv.url, prompts[c, k], a.output_len, c) for k in range(a.repeats)]
+            runs = [watched(pool, srv.url, prompts[c, k], a.output_len, c) for k in range(a.repeats)]
             R['rows'].append(median_run('server', c, runs))
             log(R['rows'][-1])
     off = {r['concurrency']: r['tokens_per_s'] for r in R['rows'] if r['mode'] == 'offline'}
@@ -140,5 +166,9 @@ def main():
     for r in R['rows']:
         print(f"{r['mode']:8} {r['concurrency']:4} {r['tokens_per_s']:10.1f} {r['vs_offline']:10.3f} "
               f"{r['ttft_ms']['p50']:9.2f} {r['ttft_ms']['p99']:8.2f} {r['tpot_ms']['p50']:9.2f} {r['tpot_ms']['p99']:8.2f}")
+    print("\nthe server's runs as its engine saw them (means; from a request's arrival in the engine):")
+    for r in (r for r in R['rows'] if r['mode'] == 'server'):
+        print(f"{r['concurrency']:4} clients: TTFT {r['engine_ttft_ms']:.1f} ms, TPOT {r['engine_tpot_ms']:.2f} ms, "
+              f"running {r['running_mean']:.1f}, waiting {r['waiting_mean']:.2f}")
 
 if __name__ == '__main__': main()
