@@ -12,8 +12,8 @@ import sys
 import torch
 import triton
 import minillm.kernels.attention as A
-from graph_timing import graph_us      # benchmarks/graph_timing.py
-from bench_io import log, saver, run_section
+from helpers.graph_timing import graph_us      # benchmarks/helpers/graph_timing.py
+from helpers.bench_io import log, saver, run_section
 
 SMOKE = '--smoke' in sys.argv
 DEV = 'cpu' if SMOKE else 'cuda'

@@ -14,7 +14,7 @@ from minillm import LLM, SamplingParams
 from minillm.loading import random_checkpoint, PRESETS
 import minillm.kernels.attention as A
 import minillm.kernels.decode as decode
-from bench_io import log, saver
+from helpers.bench_io import log, saver
 
 ap = argparse.ArgumentParser()
 ap.add_argument('--preset', default='qwen3-0.6b', choices=sorted(PRESETS))

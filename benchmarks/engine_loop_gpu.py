@@ -19,7 +19,7 @@ import dataclasses, sys, threading
 import torch
 from minillm import LLM, SamplingParams
 from minillm.loading import random_checkpoint, PRESETS
-from bench_io import log, saver, run_section
+from helpers.bench_io import log, saver, run_section
 
 R = dict(argv=sys.argv, errors={}, device=torch.cuda.get_device_name(), torch=torch.__version__)
 save = saver(R, 'engine_loop_gpu')

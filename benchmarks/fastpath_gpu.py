@@ -33,9 +33,9 @@ from minillm.profiling import profile_engine
 from minillm.kernels.gemv import use_fused_kernels
 from minillm.cuda_graphs import capture_graph
 from minillm.bench import measure_bandwidth, weight_bytes, model_config
-from graph_timing import graph_us as gtime      # benchmarks/graph_timing.py
+from helpers.graph_timing import graph_us as gtime      # benchmarks/helpers/graph_timing.py
 
-from bench_io import log, saver, run_section, decoding, place     # benchmarks/bench_io.py
+from helpers.bench_io import log, saver, run_section, decoding, place     # benchmarks/helpers/bench_io.py
 
 R = dict(argv=sys.argv, errors={})
 save = saver(R, 'fastpath_gpu')
@@ -201,7 +201,7 @@ def bf16():
 
 def rmsnorm():
     "The engine's decode step with the CUDA RMSNorm extension in place of the Triton fused norm."
-    import rmsnorm_cuda as RC                          # benchmarks/rmsnorm_cuda.py: chapter 14's kernel
+    import helpers.rmsnorm_cuda as RC                          # benchmarks/helpers/rmsnorm_cuda.py: chapter 14's kernel
     from minillm.layers import RMSNorm
     t0 = time.time(); RC.load(); log(f'CUDA RMSNorm extension built or loaded ({time.time() - t0:.0f} s)')
     llm = llm06()

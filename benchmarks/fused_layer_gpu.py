@@ -48,7 +48,7 @@ else:
                                                               num_key_value_heads=8, head_dim=128))}
     CONFIGS, MAX_COPIES = [(2, 1024, 4), (4, 1024, 4), (4, 512, 2), (4, 512, 4), (8, 512, 4), (16, 512, 8), (4, 256, 2)], 64
 
-from graph_timing import graph_us as gtime      # benchmarks/graph_timing.py
+from helpers.graph_timing import graph_us as gtime      # benchmarks/helpers/graph_timing.py
 
 def copies_for(nbytes): return max(2, min(MAX_COPIES, math.ceil(3 * L2 / nbytes))) if CUDA else 1
 

@@ -3,7 +3,7 @@ kernels of one replay with torch.profiler. Run: PYTHONPATH=.:benchmarks python3 
 import time, torch
 from minillm import LLM, SamplingParams
 from minillm.loading import random_checkpoint, PRESETS
-from bench_io import decoding, place                # benchmarks/bench_io.py
+from helpers.bench_io import decoding, place                # benchmarks/helpers/bench_io.py
 ck = random_checkpoint(**PRESETS['qwen3-0.6b'], dtype=torch.bfloat16, device='cuda')
 llm = LLM(str(ck), dtype='bfloat16', device='cuda', gpu_memory_utilization=0.5)
 llm.generate([list(range(100, 356))], SamplingParams(temperature=0, max_tokens=8, ignore_eos=True), use_tqdm=False)

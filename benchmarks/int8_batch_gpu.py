@@ -12,9 +12,9 @@ if set, else to benchmarks/results/.
 import sys, itertools
 import torch
 import minillm.quant as Q
-from graph_timing import graph_us                       # benchmarks/graph_timing.py
-from int8_products import SHAPES                        # (N, K) of the four products
-from bench_io import log, saver, run_section
+from helpers.graph_timing import graph_us                       # benchmarks/helpers/graph_timing.py
+from helpers.int8_products import SHAPES                        # (N, K) of the four products
+from helpers.bench_io import log, saver, run_section
 
 SMOKE = '--smoke' in sys.argv
 DEV, LAYERS = ('cpu', 2) if SMOKE else ('cuda', 36)

@@ -36,9 +36,9 @@ import triton
 import triton.language as tl
 import minillm.quant as Q
 from minillm.kernels.attention import pdl_options, gdc_launch_dependents, gdc_wait
-from graph_timing import graph_us
-from bench_io import log, saver, run_section
-from int8_products import SHAPES as SHAPES_8B, int8_layers
+from helpers.graph_timing import graph_us
+from helpers.bench_io import log, saver, run_section
+from helpers.int8_products import SHAPES as SHAPES_8B, int8_layers
 
 R = dict(argv=sys.argv, errors={}, check={}, chain={})
 save = saver(R, 'int8_gemv_limits_gpu')

@@ -57,7 +57,7 @@ def bench(f, warmup=10, rep=50):
 def rel_err(a, b): return ((a.double() - b.double()).norm() / b.double().norm()).item()
 
 L2 = 60 * 2**20
-from graph_timing import graph_us as gtime      # benchmarks/graph_timing.py
+from helpers.graph_timing import graph_us as gtime      # benchmarks/helpers/graph_timing.py
 
 def n_copies(nbytes):
     "How many copies of an operand make the rotation exceed 3x the L2 cache."
@@ -208,7 +208,7 @@ def int8_quality():
 def rmsnorm_all():
     if builder is not None:
         builder.wait(); R['rmsnorm_build_log'] = open(BUILD_LOG).read()[-4000:]; log(R['rmsnorm_build_log'][-2000:])
-    import rmsnorm_cuda as K                          # benchmarks/rmsnorm_cuda.py: chapter 14's kernel
+    import helpers.rmsnorm_cuda as K                          # benchmarks/helpers/rmsnorm_cuda.py: chapter 14's kernel
     if SMOKE: return
     K.load()                                          # raises if the kernel cannot be built
     t_load = time.time(); K.ext = None; K.load(); R['rmsnorm_cached_load_s'] = time.time() - t_load

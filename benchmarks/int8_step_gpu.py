@@ -29,10 +29,10 @@ from minillm import LLM, SamplingParams
 from minillm.loading import random_checkpoint, PRESETS
 from minillm.scheduler import Sequence
 from minillm.cuda_graphs import capture_graph, graphs_plugin
-from graph_timing import graph_us      # benchmarks/graph_timing.py
+from helpers.graph_timing import graph_us      # benchmarks/helpers/graph_timing.py
 
-from bench_io import log, saver, run_section     # benchmarks/bench_io.py
-from int8_products import SHAPES, int8_layers
+from helpers.bench_io import log, saver, run_section     # benchmarks/helpers/bench_io.py
+from helpers.int8_products import SHAPES, int8_layers
 
 R = dict(argv=sys.argv, errors={}, step_ms={}, e2e={})
 save = saver(R, 'int8_step_gpu')

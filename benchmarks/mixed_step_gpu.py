@@ -10,7 +10,7 @@ import gc, statistics, time
 import torch
 from minillm import LLM, SamplingParams
 from minillm.loading import random_checkpoint, PRESETS
-from bench_io import log, saver
+from helpers.bench_io import log, saver
 
 R = dict(errors={}, rows=[])
 save = saver(R, 'mixed_step_gpu')

@@ -13,7 +13,7 @@ import torch
 from minillm import LLM, SamplingParams
 from minillm.loading import random_checkpoint, PRESETS
 from minillm.workloads import prefix_workload, make_requests
-from bench_io import log, saver
+from helpers.bench_io import log, saver
 
 PREFIXES, OUTPUTS, REPEATS = (128, 512, 1024, 2048, 4096), (1, 128), 3
 R = dict(errors={}, rows=[], requests=32, suffix=64, repeats=REPEATS)

@@ -12,7 +12,7 @@ from minillm import LLM, SamplingParams
 from minillm.loading import random_checkpoint, PRESETS
 from minillm.profiling import profile_engine, print_profile
 from minillm.workloads import nanovllm_workload, make_requests
-from bench_io import log, saver, run_section
+from helpers.bench_io import log, saver, run_section
 
 R = dict(errors={}, profile={})
 save = saver(R, 'profile_workloads_gpu')

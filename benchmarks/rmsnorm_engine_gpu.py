@@ -49,8 +49,8 @@ from minillm.loading import random_checkpoint, PRESETS
 from minillm.layers import RMSNorm
 from minillm.cuda_graphs import graphs_plugin
 import minillm.kernels.fused as FK
-import rmsnorm_cuda as RC                                    # benchmarks/rmsnorm_cuda.py
-from bench_io import log, saver, run_section                # benchmarks/bench_io.py
+import helpers.rmsnorm_cuda as RC                                    # benchmarks/helpers/rmsnorm_cuda.py
+from helpers.bench_io import log, saver, run_section                # benchmarks/helpers/bench_io.py
 
 class CountingExt:
     "Stands in for the compiled extension while counting: forwards every call, counts it."

@@ -9,7 +9,7 @@ import torch
 from triton.testing import do_bench
 from minillm.sampling import SamplingParams, sample_key, sample_simple
 from minillm.kernels.fused import sample_fused
-from bench_io import log, saver
+from helpers.bench_io import log, saver
 
 R = dict(errors={}, rows={})
 save = saver(R, 'sampling_gpu')

@@ -15,7 +15,7 @@ import concurrent.futures as cf
 import numpy as np, torch, httpx
 from minillm import LLM, SamplingParams
 from minillm.server import server_process
-from bench_io import log, saver
+from helpers.bench_io import log, saver
 
 def percentiles(xs) -> dict:
     return dict(p50=float(np.percentile(xs, 50)) * 1e3, p99=float(np.percentile(xs, 99)) * 1e3)   # ms

@@ -17,9 +17,9 @@ import torch.nn.functional as F
 import minillm.kernels.gemv as GV
 from minillm import LLM, SamplingParams
 from minillm.loading import random_checkpoint, PRESETS
-from graph_timing import graph_us as gtime      # benchmarks/graph_timing.py
+from helpers.graph_timing import graph_us as gtime      # benchmarks/helpers/graph_timing.py
 
-from bench_io import log, saver, run_section, decoding, place     # benchmarks/bench_io.py
+from helpers.bench_io import log, saver, run_section, decoding, place     # benchmarks/helpers/bench_io.py
 
 R = dict(argv=sys.argv, errors={})
 save = saver(R, 'speculative_gpu')

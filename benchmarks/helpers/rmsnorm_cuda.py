@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from torch.utils.cpp_extension import load as load_extension
 
-SOURCE = Path(__file__).resolve().parent.parent/'csrc'/'rmsnorm.cu'
+SOURCE = Path(__file__).resolve().parents[2]/'csrc'/'rmsnorm.cu'
 ext = None   # the compiled extension once loaded (a benchmark may stand a counting wrapper in for it)
 
 def load():

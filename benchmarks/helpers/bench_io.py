@@ -2,7 +2,7 @@
 the results as JSON, and running a section so that its failure is recorded instead of ending the run."""
 import os, json, time, datetime, subprocess, traceback
 
-OUT = os.environ.get('OUT') or os.path.join(os.path.dirname(os.path.abspath(__file__)), 'results')
+OUT = os.environ.get('OUT') or os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'results')
 os.makedirs(OUT, exist_ok=True)
 T0 = time.time()
 
