@@ -31,8 +31,9 @@ for graphs in ('off', 'on'):
     t0 = time.perf_counter()
     llm = LLM(str(ck), dtype='bfloat16', max_num_seqs=64, cuda_graphs=graphs, enable_prefix_caching=False)
     eng = llm.engine
-    R.setdefault('startup', {})[graphs] = dict(seconds=time.perf_counter() - t0, reserved_gb=torch.cuda.memory_reserved() / 1e9,
-                                               buckets=dict(eng.runner.graphs.buckets) if eng.runner.graphs else {})
+    buckets = dict(eng.runner.graphs.buckets) if eng.runner.graphs else {}
+    R.setdefault('startup', {})[graphs] = dict(seconds=time.perf_counter() - t0, buckets=buckets,
+                                               reserved_gb=torch.cuda.memory_reserved() / 1e9)
     log(graphs, R['startup'][graphs])
     long = SamplingParams(temperature=0, max_tokens=2048, ignore_eos=True)
     one = SamplingParams(temperature=0, max_tokens=1, ignore_eos=True)    # done at its prefill: 63 decodes stay

@@ -6,8 +6,10 @@ Run from the repository root:
   PYTHONPATH=.:benchmarks python3 benchmarks/serve_load.py --preset qwen3-0.6b   # random-weight Qwen3-0.6B, GPU
 At each concurrency c: `per-client * c` requests of random prompts (`--input-len` tokens in, `--output-len` out,
 ignore_eos) go to the engine directly with c in flight at a time (offline), then to `minillm serve` from c streaming
-clients (raw SSE over httpx, in `--client-procs` processes, so that parsing the events does not limit the server). Reported: output tokens/s,
-time to first token and time per output token after the first (p50, p99), and server / offline throughput.
+clients (raw SSE over httpx, in `--client-procs` processes, so that parsing the events does not limit the server).
+Reported: output tokens/s, time to first token and time per output token after the first (p50, p99), server /
+offline throughput, and for the server what its `/metrics` saw meanwhile (the engine's own mean latencies, the
+requests running and waiting).
 Writes serve_load.json to $OUT if set, else to benchmarks/results/.
 """
 import argparse, asyncio, gc, importlib.util, json, multiprocessing, statistics, sys, threading, time
