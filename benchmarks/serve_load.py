@@ -83,10 +83,11 @@ def scrape(url: str) -> dict:
 
 def watched(pool, url: str, prompts, max_tokens: int, c: int) -> dict:
     """`served`, with what the server's metrics saw meanwhile: the engine's own mean time to first token and per
-    output token (from its request's arrival in the engine), and requests running and waiting, every 50 ms."""
+    output token (from its request's arrival in the engine), and requests running and waiting, every 50 ms
+    (their series too: a run's ramp and tail show there)."""
     samples, done = [], threading.Event()
     def poll():
-        while not done.wait(0.05): samples.append(scrape(url))
+        while not done.wait(0.05): samples.append((time.perf_counter(), scrape(url)))
     before, poller = scrape(url), threading.Thread(target=poll)
     poller.start()
     try: run = served(pool, url, prompts, max_tokens, c)
@@ -99,7 +100,11 @@ def watched(pool, url: str, prompts, max_tokens: int, c: int) -> dict:
     run['engine_ttft_ms'] = mean('minillm:time_to_first_token_seconds')
     run['engine_tpot_ms'] = mean('minillm:time_per_output_token_seconds')
     for k in ('running', 'waiting'):
-        run[f'{k}_mean'] = statistics.fmean(x[f'minillm:num_requests_{k}'] for x in samples) if samples else None
+        series = [x[f'minillm:num_requests_{k}'] for _, x in samples] or [float('nan')]
+        run[f'{k}_mean'], run[f'{k}_series'] = statistics.fmean(series), series
+    run['series_s'] = [t - samples[0][0] for t, _ in samples]     # when each sample was read, from the first
+    tenth = len(run['running_series']) // 10                          # the middle 80%: no ramp, no tail
+    run['running_mid_mean'] = statistics.fmean(run['running_series'][tenth:len(run['running_series']) - tenth])
     return run
 
 def median_run(mode: str, c: int, runs: list) -> dict:
@@ -171,6 +176,7 @@ def main():
     print("\nthe server's runs as its engine saw them (means; from a request's arrival in the engine):")
     for r in (r for r in R['rows'] if r['mode'] == 'server'):
         print(f"{r['concurrency']:4} clients: TTFT {r['engine_ttft_ms']:.1f} ms, TPOT {r['engine_tpot_ms']:.2f} ms, "
-              f"running {r['running_mean']:.1f}, waiting {r['waiting_mean']:.2f}")
+              f"running {r['running_mean']:.1f} ({r['running_mid_mean']:.1f} in the middle 80%), "
+              f"waiting {r['waiting_mean']:.2f}")
 
 if __name__ == '__main__': main()
