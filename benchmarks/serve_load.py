@@ -81,10 +81,18 @@ def scrape(url: str) -> dict:
     lines = httpx.get(url[:-3] + '/metrics', timeout=10).text.splitlines()
     return {k: float(v) for k, v in (l.rsplit(' ', 1) for l in lines if l and l[0] != '#' and '{' not in l)}
 
-def watched(pool, url: str, prompts, max_tokens: int, c: int) -> dict:
+def cpu_seconds(pid: int) -> dict:
+    "CPU seconds (user + system) so far of process `pid` (the server) and of its children (the engine), by name."
+    import psutil
+    p = psutil.Process(pid)
+    procs = {'server': p, **{f'child {k.pid}': k for k in p.children(recursive=True)}}
+    return {k: sum(v.cpu_times()[:2]) for k, v in procs.items()}
+
+def watched(pool, srv, prompts, max_tokens: int, c: int) -> dict:
     """`served`, with what the server's metrics saw meanwhile: the engine's own mean time to first token and per
     output token (from its request's arrival in the engine), and requests running and waiting, every 50 ms
-    (their series too: a run's ramp and tail show there)."""
+    (their series too: a run's ramp and tail show there); and the CPU time of the server and engine processes."""
+    url, cpu0 = srv.url, cpu_seconds(srv.pid)
     samples, done = [], threading.Event()
     def poll():
         while not done.wait(0.05): samples.append((time.perf_counter(), scrape(url)))
@@ -103,6 +111,8 @@ def watched(pool, url: str, prompts, max_tokens: int, c: int) -> dict:
         series = [x[f'minillm:num_requests_{k}'] for _, x in samples] or [float('nan')]
         run[f'{k}_mean'], run[f'{k}_series'] = statistics.fmean(series), series
     run['series_s'] = [t - samples[0][0] for t, _ in samples]     # when each sample was read, from the first
+    cpu1 = cpu_seconds(srv.pid)
+    run['cpu_us_per_token'] = {k: (cpu1[k] - cpu0[k]) / run['tokens'] * 1e6 for k in cpu1 if k in cpu0}
     tenth = len(run['running_series']) // 10                          # the middle 80%: no ramp, no tail
     run['running_mid_mean'] = statistics.fmean(run['running_series'][tenth:len(run['running_series']) - tenth])
     return run
@@ -160,7 +170,7 @@ def main():
     with server_process(*flags, port=a.port) as srv, cf.ProcessPoolExecutor(a.client_procs, mp_context=mp) as pool:
         served(pool, srv.url, warm, a.output_len, max(cs))   # warm-up
         for c in cs:
-            runs = [watched(pool, srv.url, prompts[c, k], a.output_len, c) for k in range(a.repeats)]
+            runs = [watched(pool, srv, prompts[c, k], a.output_len, c) for k in range(a.repeats)]
             R['rows'].append(median_run('server', c, runs))
             log(R['rows'][-1])
     off = {r['concurrency']: r['tokens_per_s'] for r in R['rows'] if r['mode'] == 'offline'}
@@ -177,6 +187,7 @@ def main():
     for r in (r for r in R['rows'] if r['mode'] == 'server'):
         print(f"{r['concurrency']:4} clients: TTFT {r['engine_ttft_ms']:.1f} ms, TPOT {r['engine_tpot_ms']:.2f} ms, "
               f"running {r['running_mean']:.1f} ({r['running_mid_mean']:.1f} in the middle 80%), "
-              f"waiting {r['waiting_mean']:.2f}")
+              f"waiting {r['waiting_mean']:.2f}; CPU per token (us): "
+              + ', '.join(f'{k} {v:.0f}' for k, v in r['cpu_us_per_token'].items()))
 
 if __name__ == '__main__': main()
