@@ -37,7 +37,8 @@ def _timed(device, fn):
 def _minillm(ckpt, device, dtype, **engine_kw):
     from minillm import LLM, SamplingParams
     llm = LLM(str(ckpt), dtype=str(dtype).split('.')[-1], device=device, **engine_kw)
-    def gen(prompts, max_tokens, temperature=0.0):
+    def gen(prompts, max_tokens, temperature=0.0, cold=True):
+        if cold: llm.reset_prefix_cache()   # no hits on an earlier run's prompts
         sps = [SamplingParams(temperature=temperature, max_tokens=n, ignore_eos=True)
                for n in max_tokens]
         dt, outs = _timed(device, lambda: llm.generate(prompts, sps, use_tqdm=False))
@@ -149,7 +150,8 @@ def _measure(gen, spec, repeats, phases):
         prompts, max_tokens = make_requests(spec, variant=v)
         for ph in phases:
             t = spec.get('temperature')
-            dt, outs, info[ph] = gen(prompts, max_tokens, **({'temperature': t} if t else {}))
+            kw = {**({'temperature': t} if t else {}), **({'cold': False} if ph == 'warm' else {})}
+            dt, outs, info[ph] = gen(prompts, max_tokens, **kw)
             got = [len(o) for o in outs]
             if got != max_tokens:
                 raise RuntimeError(f"generated {sum(got)} tokens where {sum(max_tokens)} were "

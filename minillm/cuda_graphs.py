@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 import torch
 from fastcore.basics import patch
-from .sampling import on_device, penalised
+from .sampling import in_kernel, on_device, penalised
 from .scheduler import FINISHED
 from .engine import PLUGINS, PlainStep
 
@@ -38,12 +38,29 @@ BY_TOKENS = ('prefill', 'mixed')
 
 class GraphBank:
     "CUDA graphs of a runner's step, one per (kind, bucket), each reading a static batch in place."
-    def __init__(self, runner, emulate: bool = False):
+    def __init__(self, runner, emulate: bool = False,
+                 sampler=None,   # `(logits, rows, base, out)`: samples in the graph (None: not)
+                 seed: int = 0):
         self.emulate, self.buckets, self.tokens, self.seqs, self.replays = emulate, {}, {}, {}, {}
         shape, dev = (runner.max_seqs, runner.max_width), runner.device
         # static tables
         self.tables = torch.full(shape, runner.spare_block, dtype=torch.int32, device=dev)
         self.static, self.graphs, self.outputs, self.pool = {}, {}, {}, None
+        self.sampler, self.sampled = sampler, runner.sampled
+        # the shared stream's random number, one more each step
+        self.base = torch.full((1,), seed % 2**31, dtype=torch.int32, device=dev)
+
+    def _step(self, forward, batch):
+        "What a graph holds: the step's logits and, unless it verifies drafts, its rows' tokens in `sampled`."
+        logits = forward(batch)
+        if self.sampler is not None and batch.kind != 'verify':
+            self.sampler(logits, batch.sample_params, self.base, self.sampled[:logits.shape[0]])
+            self.base.add_(1)
+        return logits
+
+    def samples(self, batch) -> bool:
+        "Did running `batch` leave its rows' tokens in `sampled` (chosen as `batch.sample_params` says)?"
+        return self.sampler is not None and batch.padded and batch.kind != 'verify'
 
     def _pad(self, kind: str, b: int) -> tuple:
         "(sequences, tokens, sample rows) of the `kind` graph of bucket `b`."
@@ -74,7 +91,8 @@ def add(self: GraphBank, runner, kind: str, buckets, tokens: int = 1, seqs: int 
                                     block_tables=self.tables[:pad[0]])
         self.static[kind, b] = batch
         if not self.emulate:
-            g, self.outputs[kind, b] = capture_graph(lambda: runner.forward(batch), self.pool)
+            g, self.outputs[kind, b] = capture_graph(lambda: self._step(runner.forward, batch),
+                                                      self.pool)
             self.graphs[kind, b], self.pool = g, g.pool()
     if not self.emulate: torch.cuda.synchronize()
 
@@ -86,7 +104,7 @@ def replay(self: GraphBank, batch, forward):
     key = batch.kind, N if batch.kind in BY_TOKENS else S
     self.tables[:S, :batch.block_tables.shape[1]] = batch.block_tables
     self.replays[batch.kind] += 1
-    if self.emulate: return forward(self.static[key])
+    if self.emulate: return self._step(forward, self.static[key])
     self.graphs[key].replay()
     return self.outputs[key]
 
@@ -99,6 +117,7 @@ class OverlapStep(PlainStep):
         self.host = torch.zeros(2, n, dtype=torch.long, device='cpu', pin_memory=cuda)
         self.done = [torch.cuda.Event() if cuda else None for _ in range(2)]
         self.turn, self.inflight, self.launched = 0, None, 0          # inflight: (sequences, turn)
+        self.chosen = 0                              # steps whose tokens the graph chose
 
     def overlappable(self, engine, scheduled) -> bool:
         "With `config.overlap`: each sequence decodes (input maybe in flight) or runs known tokens, each row on the device?"
@@ -124,18 +143,22 @@ def step(self: OverlapStep, engine, scheduled):
     logits = r.run(batch)
     # decodes, and prompts that end here
     n = len(batch.samplers)
-    # penalised rows: their last tokens, in flight
-    pending = None
-    if batch.fed and any(penalised(s.params) for s in batch.samplers):
-        f = batch.feed[batch.sample_rows[:n].long()].long()
-        pending = torch.where(f >= 0, r.sampled[f.clamp(min=0)], -1)
-    # on the device
-    out = engine.sample(logits, batch.samplers, out=r.sampled[:n], pending=pending)
+    tokens = r.sampled[:n]
+    chosen = r.graphs.samples(batch) and all(in_kernel(s.params, s.output_ids) for s in batch.samplers)
+    if not chosen:                                                # by the graph, or now:
+        # penalised rows: their last tokens, in flight
+        pending = None
+        if batch.fed and any(penalised(s.params) for s in batch.samplers):
+            f = batch.feed[batch.sample_rows[:n].long()].long()
+            pending = torch.where(f >= 0, r.sampled[f.clamp(min=0)], -1)
+        # on the device
+        tokens = engine.sample(logits, batch.samplers, out=tokens, pending=pending).tokens
     self.turn ^= 1
-    self.host[self.turn, :n].copy_(out.tokens, non_blocking=True)
+    self.host[self.turn, :n].copy_(tokens, non_blocking=True)
     if self.done[self.turn] is not None: self.done[self.turn].record()
     for s in batch.samplers: s.reserve()
     self.inflight, self.launched = (batch.samplers, self.turn), self.launched + 1
+    self.chosen += chosen
     # step n's tokens, step n+1 running
     if last is not None: self._read(engine, last)
     engine.scheduler.update([x for x in scheduled if x[0].status != FINISHED])
@@ -166,7 +189,7 @@ def graphs_plugin(engine):
     "Engine plugin: capture decode, prefill and mixed graphs, and overlap steps whose rows the device can choose."
     if engine.cuda_graphs == 'off': return
     c, r = engine.config, engine.runner
-    r.graphs = GraphBank(r, emulate=engine.cuda_graphs == 'emulate')
+    r.graphs = GraphBank(r, engine.cuda_graphs == 'emulate', engine.packed_sampler, c.seed)
     r.graphs.add(r, 'decode', batch_buckets(c.max_num_seqs))
     room = r.sampled.shape[0]                                       # the runner's largest step
     def sizes(grid, lo, top):

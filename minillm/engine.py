@@ -11,7 +11,7 @@ from fastcore.basics import patch
 from .loading import DEFAULT_MODEL, load_model, resolve_device
 from .tokenizer import load_tokenizer
 from .paged import BlockManager
-from .sampling import SamplingParams, sample as sample_logits, sample_key, sample_simple
+from .sampling import SamplingParams, sample as sample_logits, sample_keys, sample_simple
 from .sampling import PenaltyCounts, penalised, on_device
 from .scheduler import Scheduler, Sequence, RUNNING, FINISHED
 from .runner import ModelRunner, kv_bytes_per_block
@@ -203,6 +203,8 @@ class LLMEngine:
         self.generator = torch.Generator(self.device).manual_seed(c.seed)
         # samples a batch of simple rows (a later chapter's kernel)
         self.simple_sampler = sample_simple
+        # samples a step's rows from their packed parameters (`Batch.sample_params`), or None
+        self.packed_sampler = None
         # how a step runs; later chapters bring others
         self.stepper = PlainStep()
         self.requests, self._by_seq, self._changed, self._next_seq = {}, {}, {}, 0
@@ -383,7 +385,7 @@ def sample(self: LLMEngine, logits, seqs, drafts=None, out=None,
     "`SamplerOutput` of `logits` `[R, V]`: a row per sequence, or per sequence `len(drafts[i]) + 1` rows."
     drafts = drafts or [[] for _ in seqs]
     rows = [(s, d[:j], s.num_tokens + j) for s, d in zip(seqs, drafts) for j in range(len(d) + 1)]
-    keys = [None if s.params.seed is None else sample_key(s.params.seed, pos) for s, _, pos in rows]
+    keys = sample_keys([s.params.seed for s, _, _ in rows], [pos for _, _, pos in rows])
     params, prompts = [s.params for s, _, _ in rows], [s.prompt_ids for s, _, _ in rows]
     # drafts as if generated
     outputs = [s.output_ids + d if d else s.output_ids for s, d, _ in rows]

@@ -42,6 +42,11 @@ def _engine(self: LLM) -> LLMEngine:
     if self.engine is None: raise RuntimeError("this LLM is closed")
     return self.engine
 
+@patch
+def reset_prefix_cache(self: LLM) -> int:
+    "Empty the engine's prefix cache (e.g. between benchmark runs); the number of blocks it forgot."
+    with self._lock: return self._engine().block_manager.reset_prefix_cache()
+
 # %% ../nbs/09a_llm.ipynb #34f64752
 def normalize_prompts(prompts, sampling_params):
     "(list of prompts, list of SamplingParams); one prompt may be a str or a list of token ids."

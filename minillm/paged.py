@@ -196,6 +196,14 @@ def _uncache(self: BlockManager, b):
     self._hash[b] = self._key[b] = self._reg_id[b] = None
     if self.ref_count[b] == 0: del self._evictable[b]; self._free.append(b)
 
+# %% ../nbs/06_paged.ipynb #eb1a257d
+@patch
+def reset_prefix_cache(self: BlockManager) -> int:
+    "Forget every cached block: no later request hits on what came before; the number of blocks forgotten."
+    blocks = list(self._hash_to_block.values())
+    for b in blocks: self._uncache(b)
+    return len(blocks)
+
 # %% ../nbs/06_paged.ipynb #e216899b
 def allocate_kv_cache(num_layers: int, num_blocks: int, block_size: int, num_kv_heads: int,
                       head_dim: int, dtype=torch.float16,

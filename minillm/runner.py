@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import torch
 from fastcore.basics import patch
 from .paged import allocate_kv_cache, store_kv, paged_attention_ref
+from .sampling import sample_keys, sampling_rows
 
 # %% auto #0
 __all__ = ['Batch', 'batch_views', 'attend_ref', 'PagedAttention', 'kv_bytes_per_block', 'ModelRunner']
@@ -28,6 +29,7 @@ class Batch:
     slot_mapping: torch.Tensor       # [N] cache slot of each token; -1: padding, stored nowhere
     feed: torch.Tensor               # [N] row of the last step's samples holding this token, or -1
     sample_rows: torch.Tensor        # [R] rows whose logits are sampled
+    sample_params: torch.Tensor      # [4, R] how each row samples (`sampling_rows`; padding: greedy)
     context_lens: torch.Tensor       # [S] tokens in each sequence's context after this step
     query_start_loc: torch.Tensor    # [S + 1] where each sequence's tokens start in the pack
     block_tables: torch.Tensor       # [S, w]
@@ -39,10 +41,11 @@ def _aligned(n: int) -> int: return -(-n // 4) * 4      # int32 entries to the n
 def batch_views(buf, N: int, R: int, S: int, w: int) -> dict:
     "The arrays of a batch of `N` tokens, `R` sample rows, `S` sequences (tables `w` wide), one after another in `buf`."
     sizes = dict(input_ids=N, positions=N, slot_mapping=N, feed=N, sample_rows=R,
-                 context_lens=S, query_start_loc=S + 1)
+                 sample_params=4 * R, context_lens=S, query_start_loc=S + 1)
     views, at = {}, 0
     for name, n in sizes.items():
         views[name], at = buf[at:at + n], _aligned(at + n)
+    views['sample_params'] = views['sample_params'].view(4, R)
     views['block_tables'] = buf[at:at + S * w].view(S, w)
     return views
 
@@ -102,7 +105,7 @@ class ModelRunner:
                                            c.num_key_value_heads, c.head_dim, dtype=dt, device=dev)
         self.spare_block = num_blocks       # never given to a request: padding rows point here
         self.store, self.attend = store_kv, attend_ref
-        n = 5 * max_tokens + 2 * max_seqs + 1 + max_seqs * max_width + 7 * 3   # + alignment
+        n = 9 * max_tokens + 2 * max_seqs + 1 + max_seqs * max_width + 8 * 3   # + alignment
         self.host = torch.zeros(n, dtype=torch.int32, device='cpu', pin_memory=cuda)
         self.host_np = self.host.numpy()
         self.inputs = torch.zeros(n, dtype=torch.int32, device=dev)
@@ -127,6 +130,7 @@ def pack(self: ModelRunner,
     "The `Batch` of a step: its arrays written to the pinned host buffer, sent to the device in one copy."
     bs, spare, feed = self.block_size, self.spare_block, feed or {}
     ids, pos, slots, src, rows, ctx, qsl, tables, samplers = [], [], [], [], [], [], [0], [], []
+    chosen = []                                  # (params, position) of the token each row chooses
     for i, (seq, n) in enumerate(scheduled):
         c, t = seq.num_computed, bm.block_table(seq.seq_id)
         new = seq.token_ids[c:c + n] + (drafts[i] if drafts else [])
@@ -139,7 +143,9 @@ def pack(self: ModelRunner,
         qsl.append(qsl[-1] + len(new))
         tables.append(t)
         if drafts or p.stop == seq.num_tokens:
-            rows += range(qsl[-1] - (len(new) if drafts else 1), qsl[-1])
+            k = len(new) if drafts else 1
+            rows += range(qsl[-1] - k, qsl[-1])
+            chosen += [(seq.params, q) for q in range(p.stop - k + 1, p.stop + 1)]
             samplers.append(seq)
     S, N, R = len(scheduled), qsl[-1], len(rows)
     kind = 'verify' if drafts else 'decode' if N == S == R else 'prefill' if S == 1 else 'mixed'
@@ -147,8 +153,11 @@ def pack(self: ModelRunner,
     S2, N2, R2 = pad or (S, N, R)
     w = max(map(len, tables), default=1)
     pt, ps = N2 - N, S2 - S                                        # padding tokens and sequences
+    prm = [sp for sp, _ in chosen]
+    how = sampling_rows(prm, sample_keys([sp.seed for sp in prm], [q for _, q in chosen]))
     flat = _flatten(([*ids, *[0] * pt], [*pos, *[0] * pt], [*slots, *[-1] * pt], [*src, *[-1] * pt],
-                     [*rows, *[0] * (R2 - R)], [*ctx, *[1] * ps],
+                     [*rows, *[0] * (R2 - R)], [v for h in how for v in (*h, *[0] * (R2 - R))],
+                     [*ctx, *[1] * ps],
                      [*qsl, *range(N + 1, N + 1 + ps)]),   # a padding sequence: one token...
                     tables, w, spare)
     flat += [spare] * (w * ps)                                     # ...in the spare block

@@ -7,13 +7,15 @@ from __future__ import annotations
 import math
 import numbers
 from dataclasses import dataclass
+import numpy as np
 import torch
 from fastcore.basics import patch
 
 # %% auto #0
 __all__ = ['SamplingParams', 'apply_min_tokens', 'token_counts', 'apply_penalties', 'apply_top_k_top_p', 'apply_min_p',
-           'process_logits', 'sample_key', 'keyed_exponential', 'random_sample', 'SamplerOutput', 'compute_logprobs',
-           'penalised', 'on_device', 'simple', 'plain_greedy', 'row_params', 'sample_simple', 'PenaltyCounts', 'sample']
+           'process_logits', 'sample_key', 'sample_keys', 'keyed_exponential', 'random_sample', 'SamplerOutput',
+           'compute_logprobs', 'penalised', 'on_device', 'simple', 'plain_greedy', 'needs_sort', 'in_kernel', 'upload',
+           'row_params', 'sampling_rows', 'sample_simple', 'PenaltyCounts', 'sample']
 
 # %% ../nbs/07_sampling.ipynb #b3328d37
 # temperatures below this are greedy, as in vLLM (dividing by them would overflow)
@@ -213,6 +215,15 @@ def sample_key(seed: int, position: int) -> int:
     s = seed % 2**64
     return _mix32(_mix32(_mix32(s & _M32) ^ (s >> 32)) ^ position)
 
+# %% ../nbs/07_sampling.ipynb #e16dc7bf
+def sample_keys(seeds, positions) -> list:
+    "`sample_key` of each pair of `seeds` (None: no key) and `positions`, computed together."
+    if all(s is None for s in seeds): return [None] * len(seeds)
+    s = np.array([0 if x is None else x % 2**64 for x in seeds], dtype=np.uint64)
+    lo, hi = (s & np.uint64(_M32)).astype(np.int64), (s >> np.uint64(32)).astype(np.int64)
+    keys = _mix32(_mix32(_mix32(lo) ^ hi) ^ np.asarray(positions, dtype=np.int64)).tolist()
+    return [None if x is None else k for x, k in zip(seeds, keys)]
+
 # %% ../nbs/07_sampling.ipynb #b08c7931
 def keyed_exponential(keys, vocab_size: int, device=None):
     "`[len(keys), vocab_size]` Exp(1) variates; row r is a function of `keys[r]` alone (a list or an int64 tensor)."
@@ -278,8 +289,16 @@ def plain_greedy(p, out) -> bool:
     "A simple greedy row: the argmax of its raw logits."
     return p.greedy and simple(p, out)
 
+def needs_sort(p) -> bool:
+    "Does a sampled row keep only its top-k or top-p tokens? (Those are found in sorted logits.)"
+    return not p.greedy and (p.top_k > 0 or p.top_p < 1)
+
+def in_kernel(p, out) -> bool:
+    "A simple row that needs no sort: what one pass of a sampling kernel chooses alone."
+    return simple(p, out) and not needs_sort(p)
+
 # %% ../nbs/07_sampling.ipynb #788ca4c6
-def _upload(values, dtype, device) -> torch.Tensor:
+def upload(values, dtype, device) -> torch.Tensor:
     "A host list as a tensor on `device`, copied without waiting for the device (through pinned memory on CUDA)."
     t = torch.tensor(values, dtype=dtype)
     if torch.device(device).type == 'cuda': t = t.pin_memory()
@@ -287,10 +306,18 @@ def _upload(values, dtype, device) -> torch.Tensor:
 
 def row_params(params, keys, device) -> torch.Tensor:
     "`[5, B]` float64 on `device`: temperature (0: greedy), top_k, top_p, min_p, key (-1: none); no host sync."
-    return _upload([[0.0 if p.greedy else p.temperature for p in params], [p.top_k for p in params],
+    return upload([[0.0 if p.greedy else p.temperature for p in params], [p.top_k for p in params],
                     [p.top_p for p in params], [p.min_p for p in params],
                     # 32-bit keys are exact
                     [-1 if k is None else k for k in keys]], torch.float64, device)
+
+# %% ../nbs/07_sampling.ipynb #6b5ee0e7
+def sampling_rows(params, keys) -> list:
+    "`[4, B]` int32 lists: temperature (0: greedy) and min_p as float32 bits, 1 where a row has a key, the key."
+    f = np.array([[0.0 if p.greedy else p.temperature for p in params], [p.min_p for p in params]],
+                 dtype=np.float32).reshape(2, -1)
+    return [*f.view(np.int32).tolist(), [int(k is not None) for k in keys],
+            [0 if k is None else k - (k >> 31 << 32) for k in keys]]    # as a signed int32
 
 # %% ../nbs/07_sampling.ipynb #6ecea653
 def sample_simple(logits, params, keys, generator=None, out=None):
@@ -350,12 +377,12 @@ def update(self: PenaltyCounts, rows) -> list:
         slots.append(s)
     dev = self.output.device
     if fresh:
-        f = _upload(fresh, torch.long, dev)
+        f = upload(fresh, torch.long, dev)
         self.prompt[f], self.output[f] = False, 0.0
-    if prompt_tok: self.prompt[tuple(_upload([prompt_at, prompt_tok], torch.long, dev))] = True
+    if prompt_tok: self.prompt[tuple(upload([prompt_at, prompt_tok], torch.long, dev))] = True
     if tok:
         ones = torch.ones(len(tok), device=dev)
-        self.output.index_put_(tuple(_upload([at, tok], torch.long, dev)), ones, accumulate=True)
+        self.output.index_put_(tuple(upload([at, tok], torch.long, dev)), ones, accumulate=True)
     return slots
 
 # %% ../nbs/07_sampling.ipynb #5186f9ed
@@ -367,7 +394,7 @@ def apply(self: PenaltyCounts, logits, slots, params, pending=None):
     rows = [i for i, s in enumerate(slots) if s >= 0]
     if not rows: return x
     p = [params[i] for i in rows]
-    t = _upload([rows, [slots[i] for i in rows], [q.repetition_penalty for q in p],
+    t = upload([rows, [slots[i] for i in rows], [q.repetition_penalty for q in p],
                  [q.presence_penalty for q in p], [q.frequency_penalty for q in p]],
                 torch.float64, x.device)       # one copy; small ints are exact
     r, s = t[0].long(), t[1].long()

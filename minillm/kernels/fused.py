@@ -8,12 +8,12 @@ import torch
 # (chooses the interpreter without CUDA)
 from .attention import _pdl_start, pdl_options
 from ..engine import PLUGINS
-from ..sampling import row_params, sample_simple
+from ..sampling import needs_sort, sample_simple, sampling_rows, upload
 import triton
 import triton.language as tl
 
 # %% auto #0
-__all__ = ['SAMPLE_CHUNK', 'rms_norm', 'qk_norm_rope', 'silu_mul', 'sample_fused', 'sampling_plugin']
+__all__ = ['SAMPLE_CHUNK', 'rms_norm', 'qk_norm_rope', 'silu_mul', 'sample_packed', 'sample_fused', 'sampling_plugin']
 
 # %% ../../nbs/10a_fused_ops.ipynb #e6dc87de
 def _rows(x):
@@ -177,14 +177,15 @@ def _mix32(x):
 
 # %% ../../nbs/10a_fused_ops.ipynb #a8ddfb8f
 @triton.jit
-def _chunk_max_kernel(x_ptr, s_x, p_ptr, part_ptr, V, B, CHUNK: tl.constexpr, BLOCK: tl.constexpr):
+def _chunk_max_kernel(x_ptr, s_x, p_ptr, part_ptr, V, CHUNK: tl.constexpr, BLOCK: tl.constexpr):
     "Pass 1: the largest scaled logit of chunk `c` of row `r`."
     r, c, C = tl.program_id(0), tl.program_id(1), tl.num_programs(1)
-    t = tl.load(p_ptr + r).to(tl.float32)                 # row parameters [5, B]: temperature first
+    t = tl.load(p_ptr + r).to(tl.float32, bitcast=True)          # the temperature, 0: greedy
     tt = tl.where(t == 0.0, 1.0, t)
     row = x_ptr + r.to(tl.int64) * s_x
     m = tl.full([BLOCK], float('-inf'), tl.float32)
-    for start in range(c * CHUNK, tl.minimum(c * CHUNK + CHUNK, V), BLOCK):
+    end = tl.where(t == 0.0, c * CHUNK, tl.minimum(c * CHUNK + CHUNK, V))   # greedy: no pass
+    for start in range(c * CHUNK, end, BLOCK):
         offs = start + tl.arange(0, BLOCK)
         m = tl.maximum(m,
                        tl.load(row + offs, mask=offs < V, other=float('-inf')).to(tl.float32) / tt)
@@ -192,15 +193,17 @@ def _chunk_max_kernel(x_ptr, s_x, p_ptr, part_ptr, V, B, CHUNK: tl.constexpr, BL
 
 # %% ../../nbs/10a_fused_ops.ipynb #752f7c0e
 @triton.jit
-def _chunk_race_kernel(x_ptr, s_x, p_ptr, fresh_ptr, part_ptr, best_ptr, idx_ptr, V, B,
+def _chunk_race_kernel(x_ptr, s_x, p_ptr, s_p, base_ptr, part_ptr, best_ptr, idx_ptr, V,
                        CHUNK: tl.constexpr, BLOCK: tl.constexpr, CP: tl.constexpr):
     "Pass 2: the exponential race (or the argmax) over chunk `c` of row `r`: its best score and token."
     r, c, C = tl.program_id(0), tl.program_id(1), tl.num_programs(1)
-    t, mp = tl.load(p_ptr + r).to(tl.float32), tl.load(p_ptr + 3 * B + r).to(tl.float32)
+    t = tl.load(p_ptr + r).to(tl.float32, bitcast=True)
+    mp = tl.load(p_ptr + s_p + r).to(tl.float32, bitcast=True)
     greedy = t == 0.0
     tt = tl.where(greedy, 1.0, t)
-    k = tl.load(p_ptr + 4 * B + r)                         # the row's key, -1: the shared stream
-    key = tl.where(k >= 0, k.to(tl.int64), tl.load(fresh_ptr + r).to(tl.int64)).to(tl.uint32)
+    fresh = _mix32(_mix32(tl.load(base_ptr).to(tl.uint32, bitcast=True)) ^ r.to(tl.uint32))
+    keyed = tl.load(p_ptr + 2 * s_p + r) != 0
+    key = tl.where(keyed, tl.load(p_ptr + 3 * s_p + r).to(tl.uint32, bitcast=True), fresh)
     j = tl.arange(0, CP)
     m = tl.max(tl.load(part_ptr + r * C + j, mask=j < C, other=float('-inf')), 0)   # the row's max
     row = x_ptr + r.to(tl.int64) * s_x
@@ -230,31 +233,35 @@ def _chunk_pick_kernel(best_ptr, idx_ptr, out_ptr, C: tl.constexpr, CP: tl.const
 # %% ../../nbs/10a_fused_ops.ipynb #1bd277b9
 SAMPLE_CHUNK = 8192   # logits per program, a multiple of 1024: 19 programs a row of 151,936
 
-def sample_fused(logits, params, keys, generator=None, out=None):
-    "`sample_simple` in three launches (rows that ask for top-k or top-p: `sample_simple`)."
-    if any(not p.greedy and (p.top_k > 0 or p.top_p < 1) for p in params):
-        return sample_simple(logits, params, keys, generator, out)
+def sample_packed(logits, rows, base, out):
+    "Tokens `out` `[B]` of `logits` `[B, V]` chosen as `rows` `[4, B]` (`sampling_rows`) say; `base` `[1]` int32: the step's random number."
     (B, V), dev = logits.shape, logits.device
-    out = torch.empty(B, dtype=torch.long, device=dev) if out is None else out
     if B == 0: return out
     logits = logits if logits.stride(1) == 1 else logits.contiguous()
-    rows = row_params(params, keys, dev)                               # [5, B] float64, one copy
-    fresh = rows             # a stand-in the kernel loads but does not use when every row has a key
-    if any(k is None for k in keys):                       # the shared stream: a fresh key per step
-        fresh = torch.randint(0, 2**32, (B,), generator=generator, device=dev)
     C, CP = triton.cdiv(V, SAMPLE_CHUNK), triton.next_power_of_2(triton.cdiv(V, SAMPLE_CHUNK))
     part = torch.empty(3, B, C, dtype=torch.float32, device=dev)      # chunk maxima, scores, tokens
     idx = part[2].view(torch.int32)
     x, sx = logits, logits.stride(0)
-    _chunk_max_kernel[(B, C)](x, sx, rows, part[0], V, B, CHUNK=SAMPLE_CHUNK, BLOCK=1024)
-    _chunk_race_kernel[(B, C)](x, sx, rows, fresh, part[0], part[1], idx, V, B,
+    _chunk_max_kernel[(B, C)](x, sx, rows, part[0], V, CHUNK=SAMPLE_CHUNK, BLOCK=1024)
+    _chunk_race_kernel[(B, C)](x, sx, rows, rows.stride(0), base, part[0], part[1], idx, V,
                                CHUNK=SAMPLE_CHUNK, BLOCK=1024, CP=CP)
     _chunk_pick_kernel[(B,)](part[1], idx, out, C=C, CP=CP)
     return out
 
+def sample_fused(logits, params, keys, generator=None, out=None):
+    "`sample_simple` in three launches (rows that ask for top-k or top-p: `sample_simple`)."
+    if any(map(needs_sort, params)): return sample_simple(logits, params, keys, generator, out)
+    B, dev = logits.shape[0], logits.device
+    out = torch.empty(B, dtype=torch.long, device=dev) if out is None else out
+    rows = upload(sampling_rows(params, keys), torch.int32, dev)        # [4, B], one copy
+    base = torch.randint(-2**31, 2**31 - 1, (1,), dtype=torch.int32, generator=generator,
+                         device=dev) if None in keys else rows       # unread when every row has a key
+    return sample_packed(logits, rows, base, out)
+
 # %% ../../nbs/10a_fused_ops.ipynb #7514e088
 def sampling_plugin(engine):
-    "Engine plugin: with the Triton back end, batches of simple rows are sampled by `sample_fused`."
-    if engine.attention_backend == 'triton': engine.simple_sampler = sample_fused
+    "Engine plugin: with the Triton back end, simple rows are sampled by `sample_fused`, packed ones by `sample_packed`."
+    if engine.attention_backend == 'triton':
+        engine.simple_sampler, engine.packed_sampler = sample_fused, sample_packed
 
 PLUGINS['fused_sampling'] = (10.1, sampling_plugin)
