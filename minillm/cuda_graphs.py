@@ -140,18 +140,15 @@ def step(self: OverlapStep, engine, scheduled):
     r, last = engine.runner, self.inflight
     feed = {} if last is None else {s: i for i, s in enumerate(last[0])}
     batch = r.pack(scheduled, engine.block_manager, feed=feed)
-    logits = r.run(batch)
     # decodes, and prompts that end here
-    n = len(batch.samplers)
-    tokens = r.sampled[:n]
+    n, pending = len(batch.samplers), None
+    if batch.fed and any(penalised(s.params) for s in batch.samplers):
+        # penalised rows: their last tokens, in flight (read before the graph samples over them)
+        f = batch.feed[batch.sample_rows[:n].long()].long()
+        pending = torch.where(f >= 0, r.sampled[f.clamp(min=0)], -1)
+    logits, tokens = r.run(batch), r.sampled[:n]
     chosen = r.graphs.samples(batch) and all(in_kernel(s.params, s.output_ids) for s in batch.samplers)
-    if not chosen:                                                # by the graph, or now:
-        # penalised rows: their last tokens, in flight
-        pending = None
-        if batch.fed and any(penalised(s.params) for s in batch.samplers):
-            f = batch.feed[batch.sample_rows[:n].long()].long()
-            pending = torch.where(f >= 0, r.sampled[f.clamp(min=0)], -1)
-        # on the device
+    if not chosen:                                                # by the graph, or now, on the device:
         tokens = engine.sample(logits, batch.samplers, out=tokens, pending=pending).tokens
     self.turn ^= 1
     self.host[self.turn, :n].copy_(tokens, non_blocking=True)
