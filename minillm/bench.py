@@ -296,9 +296,10 @@ def run_suite(presets=('qwen3-0.6b',), workloads=('batch',), peers=PEERS,
     summarize(rows, bandwidth, dtype)
     out = Path(out) if out else RESULTS/f"{name or time.strftime('bench-%Y%m%d-%H%M%S')}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
+    gpu = next((r['env']['device'] for r in rows if r.get('env')), None)   # as a worker saw it
     out.write_text(json.dumps(dict(name=name or out.stem,
                                    created=time.strftime('%Y-%m-%d %H:%M:%S'), commit=_commit(),
-                                   bandwidth=bandwidth, rows=rows), indent=1))
+                                   gpu=gpu, bandwidth=bandwidth, rows=rows), indent=1))
     return rows
 
 # %% ../nbs/16_benchmarks.ipynb #6bfff8d3
