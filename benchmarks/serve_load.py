@@ -33,7 +33,7 @@ def summary(t0, starts, firsts, ends, ntoks) -> dict:
 def offline(engine, prompts, sp, c: int) -> dict:
     "The engine stepped directly, c requests in flight: a new one is added as soon as one finishes."
     todo, starts, firsts, ends, ntoks = list(range(len(prompts))), {}, {}, {}, {}
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), time.process_time()
     while todo or engine.has_unfinished_requests():
         while todo and len(starts) - len(ends) < c:
             i = todo.pop(0)
@@ -44,7 +44,10 @@ def offline(engine, prompts, sp, c: int) -> dict:
             if n and o.request_id not in firsts: firsts[o.request_id] = t
             ntoks[o.request_id] += n
             if o.finished: ends[o.request_id] = t
-    return summary(t0, starts, firsts, ends, ntoks)
+    run = summary(t0, starts, firsts, ends, ntoks)
+    # this process's CPU time (all its threads): the one to set beside the server's engine process
+    run['cpu_us_per_token'] = {'offline': (time.process_time() - cpu0) / run['tokens'] * 1e6}
+    return run
 
 async def clients(url: str, jobs, max_tokens: int) -> tuple:
     "Streaming clients, each sending its list of `(request index, prompt)` one after another: their timings."
@@ -189,5 +192,7 @@ def main():
               f"running {r['running_mean']:.1f} ({r['running_mid_mean']:.1f} in the middle 80%), "
               f"waiting {r['waiting_mean']:.2f}; CPU per token (us): "
               + ', '.join(f'{k} {v:.0f}' for k, v in r['cpu_us_per_token'].items()))
+    for r in (r for r in R['rows'] if r['mode'] == 'offline'):
+        print(f"{r['concurrency']:4} clients offline: CPU per token {r['cpu_us_per_token']['offline']:.0f} us (this process)")
 
 if __name__ == '__main__': main()
