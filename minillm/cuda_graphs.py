@@ -147,9 +147,9 @@ def step(self: OverlapStep, engine, scheduled):
         f = batch.feed[batch.sample_rows[:n].long()].long()
         pending = torch.where(f >= 0, r.sampled[f.clamp(min=0)], -1)
     logits, tokens = r.run(batch), r.sampled[:n]
+    # tokens chosen by the graph, or now, on the device
     chosen = r.graphs.samples(batch) and all(in_kernel(s.params, s.output_ids) for s in batch.samplers)
-    if not chosen:                                                # by the graph, or now, on the device:
-        tokens = engine.sample(logits, batch.samplers, out=tokens, pending=pending).tokens
+    if not chosen: tokens = engine.sample(logits, batch.samplers, out=tokens, pending=pending).tokens
     self.turn ^= 1
     self.host[self.turn, :n].copy_(tokens, non_blocking=True)
     if self.done[self.turn] is not None: self.done[self.turn].record()
