@@ -51,15 +51,15 @@ class GraphBank:
         self.base = torch.full((1,), seed % 2**31, dtype=torch.int32, device=dev)
 
     def _step(self, forward, batch):
-        "What a graph holds: the step's logits and, unless it verifies drafts, its rows' tokens in `sampled`."
+        "What a graph holds: the step's logits and, if it `samples`, its rows' tokens in `sampled`."
         logits = forward(batch)
-        if self.sampler is not None and batch.kind != 'verify':
+        if self.samples(batch):
             self.sampler(logits, batch.sample_params, self.base, self.sampled[:logits.shape[0]])
             self.base.add_(1)
         return logits
 
     def samples(self, batch) -> bool:
-        "Did running `batch` leave its rows' tokens in `sampled` (chosen as `batch.sample_params` says)?"
+        "Does running `batch` leave its rows' tokens in `sampled`? (Not for verify steps.)"
         return self.sampler is not None and batch.padded and batch.kind != 'verify'
 
     def _pad(self, kind: str, b: int) -> tuple:
@@ -148,8 +148,10 @@ def step(self: OverlapStep, engine, scheduled):
         pending = torch.where(f >= 0, r.sampled[f.clamp(min=0)], -1)
     logits, tokens = r.run(batch), r.sampled[:n]
     # tokens chosen by the graph, or now, on the device
-    chosen = r.graphs.samples(batch) and all(in_kernel(s.params, s.output_ids) for s in batch.samplers)
-    if not chosen: tokens = engine.sample(logits, batch.samplers, out=tokens, pending=pending).tokens
+    chosen = r.graphs.samples(batch) and all(in_kernel(s.params, s.output_ids)
+                                             for s in batch.samplers)
+    if not chosen:
+        tokens = engine.sample(logits, batch.samplers, out=tokens, pending=pending).tokens
     self.turn ^= 1
     self.host[self.turn, :n].copy_(tokens, non_blocking=True)
     if self.done[self.turn] is not None: self.done[self.turn].record()

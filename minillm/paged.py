@@ -199,7 +199,7 @@ def _uncache(self: BlockManager, b):
 # %% ../nbs/06_paged.ipynb #eb1a257d
 @patch
 def reset_prefix_cache(self: BlockManager) -> int:
-    "Forget every cached block: no later request hits on what came before; the number of blocks forgotten."
+    "Forget every cached block (no later request hits on earlier work); how many were forgotten."
     blocks = list(self._hash_to_block.values())
     for b in blocks: self._uncache(b)
     return len(blocks)

@@ -29,7 +29,7 @@ class Batch:
     slot_mapping: torch.Tensor       # [N] cache slot of each token; -1: padding, stored nowhere
     feed: torch.Tensor               # [N] row of the last step's samples holding this token, or -1
     sample_rows: torch.Tensor        # [R] rows whose logits are sampled
-    sample_params: torch.Tensor      # [4, R] how each row samples (`sampling_rows`; padding: greedy)
+    sample_params: torch.Tensor      # [6, R] how rows sample (`sampling_rows`; padding: greedy)
     context_lens: torch.Tensor       # [S] tokens in each sequence's context after this step
     query_start_loc: torch.Tensor    # [S + 1] where each sequence's tokens start in the pack
     block_tables: torch.Tensor       # [S, w]
@@ -41,11 +41,11 @@ def _aligned(n: int) -> int: return -(-n // 4) * 4      # int32 entries to the n
 def batch_views(buf, N: int, R: int, S: int, w: int) -> dict:
     "The arrays of a batch of `N` tokens, `R` sample rows, `S` sequences (tables `w` wide), one after another in `buf`."
     sizes = dict(input_ids=N, positions=N, slot_mapping=N, feed=N, sample_rows=R,
-                 sample_params=4 * R, context_lens=S, query_start_loc=S + 1)
+                 sample_params=6 * R, context_lens=S, query_start_loc=S + 1)
     views, at = {}, 0
     for name, n in sizes.items():
         views[name], at = buf[at:at + n], _aligned(at + n)
-    views['sample_params'] = views['sample_params'].view(4, R)
+    views['sample_params'] = views['sample_params'].view(6, R)
     views['block_tables'] = buf[at:at + S * w].view(S, w)
     return views
 
@@ -105,7 +105,7 @@ class ModelRunner:
                                            c.num_key_value_heads, c.head_dim, dtype=dt, device=dev)
         self.spare_block = num_blocks       # never given to a request: padding rows point here
         self.store, self.attend = store_kv, attend_ref
-        n = 9 * max_tokens + 2 * max_seqs + 1 + max_seqs * max_width + 8 * 3   # + alignment
+        n = 11 * max_tokens + 2 * max_seqs + 1 + max_seqs * max_width + 8 * 3   # + alignment
         self.host = torch.zeros(n, dtype=torch.int32, device='cpu', pin_memory=cuda)
         self.host_np = self.host.numpy()
         self.inputs = torch.zeros(n, dtype=torch.int32, device=dev)

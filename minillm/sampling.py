@@ -15,7 +15,7 @@ from fastcore.basics import patch
 __all__ = ['SamplingParams', 'apply_min_tokens', 'token_counts', 'apply_penalties', 'apply_top_k_top_p', 'apply_min_p',
            'process_logits', 'sample_key', 'sample_keys', 'keyed_exponential', 'random_sample', 'SamplerOutput',
            'compute_logprobs', 'penalised', 'on_device', 'simple', 'plain_greedy', 'needs_sort', 'in_kernel', 'upload',
-           'row_params', 'sampling_rows', 'sample_simple', 'PenaltyCounts', 'sample']
+           'sampling_rows', 'sample_simple', 'PenaltyCounts', 'sample']
 
 # %% ../nbs/07_sampling.ipynb #b3328d37
 # temperatures below this are greedy, as in vLLM (dividing by them would overflow)
@@ -304,36 +304,32 @@ def upload(values, dtype, device) -> torch.Tensor:
     if torch.device(device).type == 'cuda': t = t.pin_memory()
     return t.to(device, non_blocking=True)
 
-def row_params(params, keys, device) -> torch.Tensor:
-    "`[5, B]` float64 on `device`: temperature (0: greedy), top_k, top_p, min_p, key (-1: none); no host sync."
-    return upload([[0.0 if p.greedy else p.temperature for p in params], [p.top_k for p in params],
-                    [p.top_p for p in params], [p.min_p for p in params],
-                    # 32-bit keys are exact
-                    [-1 if k is None else k for k in keys]], torch.float64, device)
-
-# %% ../nbs/07_sampling.ipynb #6b5ee0e7
 def sampling_rows(params, keys) -> list:
-    "`[4, B]` int32 lists: temperature (0: greedy) and min_p as float32 bits, 1 where a row has a key, the key."
-    f = np.array([[0.0 if p.greedy else p.temperature for p in params], [p.min_p for p in params]],
-                 dtype=np.float32).reshape(2, -1)
-    return [*f.view(np.int32).tolist(), [int(k is not None) for k in keys],
-            [0 if k is None else k - (k >> 31 << 32) for k in keys]]    # as a signed int32
+    """`[6, B]` int32 lists: temperature (0: greedy) and min_p as float32 bits, 1 where a row has a key,
+    the key, top_k, and top_p as float32 bits."""
+    f = np.array([[0.0 if p.greedy else p.temperature for p in params], [p.min_p for p in params],
+                  [p.top_p for p in params]], dtype=np.float32).reshape(3, -1)
+    f = f.view(np.int32).tolist()
+    return [f[0], f[1], [int(k is not None) for k in keys],
+            [0 if k is None else k - (k >> 31 << 32) for k in keys],   # as a signed int32
+            [p.top_k for p in params], f[2]]
 
 # %% ../nbs/07_sampling.ipynb #6ecea653
 def sample_simple(logits, params, keys, generator=None, out=None):
     "Tokens `[B]` of simple rows: per-row parameters go to the device in one copy and nothing waits for the device."
     B, V = logits.shape
-    temp, k, top_p, min_p, key = row_params(params, keys, logits.device)
+    rows = upload(sampling_rows(params, keys), torch.int32, logits.device)      # [6, B]
+    (temp, min_p, _, _, _, top_p), keyed = rows.view(torch.float32), rows[2] != 0
+    key, k = rows[3].long() & _M32, rows[4].long()
     greedy = temp == 0
-    x = logits.float() / torch.where(greedy, 1.0, temp).float()[:, None]
+    x = logits.float() / torch.where(greedy, 1.0, temp)[:, None]
     hot = [p for p in params if not p.greedy]
     if any(p.top_k > 0 or p.top_p < 1 for p in hot):
-        x = apply_top_k_top_p(x, torch.where(greedy, 0, k).long(),
-                              torch.where(greedy, 1.0, top_p).float())
-    if any(p.min_p > 0 for p in hot): x = apply_min_p(x, torch.where(greedy, 0.0, min_p).float())
+        x = apply_top_k_top_p(x, torch.where(greedy, 0, k), torch.where(greedy, 1.0, top_p))
+    if any(p.min_p > 0 for p in hot): x = apply_min_p(x, torch.where(greedy, 0.0, min_p))
     q = torch.empty_like(x).exponential_(generator=generator)   # [B, V] the shared stream
     if any(x_key is not None for x_key in keys):
-        q = torch.where((key >= 0)[:, None], keyed_exponential(key.long(), V), q)
+        q = torch.where(keyed[:, None], keyed_exponential(key, V), q)
     tokens = (x.softmax(-1) / q.clamp_min_(torch.finfo(q.dtype).tiny)).argmax(-1)
     return torch.where(greedy, logits.argmax(-1), tokens, out=out)
 

@@ -234,7 +234,8 @@ def _chunk_pick_kernel(best_ptr, idx_ptr, out_ptr, C: tl.constexpr, CP: tl.const
 SAMPLE_CHUNK = 8192   # logits per program, a multiple of 1024: 19 programs a row of 151,936
 
 def sample_packed(logits, rows, base, out):
-    "Tokens `out` `[B]` of `logits` `[B, V]` chosen as `rows` `[4, B]` (`sampling_rows`) say; `base` `[1]` int32: the step's random number."
+    """Tokens `out` `[B]` of `logits` `[B, V]`, each row sampled as `rows` says (`sampling_rows`'
+    `[6, B]`); `base` `[1]` int32: the step's random number."""
     (B, V), dev = logits.shape, logits.device
     if B == 0: return out
     logits = logits if logits.stride(1) == 1 else logits.contiguous()
@@ -253,14 +254,16 @@ def sample_fused(logits, params, keys, generator=None, out=None):
     if any(map(needs_sort, params)): return sample_simple(logits, params, keys, generator, out)
     B, dev = logits.shape[0], logits.device
     out = torch.empty(B, dtype=torch.long, device=dev) if out is None else out
-    rows = upload(sampling_rows(params, keys), torch.int32, dev)        # [4, B], one copy
-    base = torch.randint(-2**31, 2**31 - 1, (1,), dtype=torch.int32, generator=generator,
-                         device=dev) if None in keys else rows       # unread when every row has a key
+    rows = upload(sampling_rows(params, keys), torch.int32, dev)        # [6, B], one copy
+    base = rows                                       # unread when every row has a key
+    if None in keys:
+        base = torch.randint(-2**31, 2**31 - 1, (1,), dtype=torch.int32, generator=generator,
+                             device=dev)
     return sample_packed(logits, rows, base, out)
 
 # %% ../../nbs/10a_fused_ops.ipynb #7514e088
 def sampling_plugin(engine):
-    "Engine plugin: with the Triton back end, simple rows are sampled by `sample_fused`, packed ones by `sample_packed`."
+    "Engine plugin: with the Triton back end, `sample_fused` samples simple rows, `sample_packed` graphs'."
     if engine.attention_backend == 'triton':
         engine.simple_sampler, engine.packed_sampler = sample_fused, sample_packed
 
