@@ -5,6 +5,8 @@
 # %% ../nbs/08a_runner.ipynb #3793c9e8
 from __future__ import annotations
 from dataclasses import dataclass
+from itertools import chain
+import numpy as np
 import torch
 from fastcore.basics import patch
 from .paged import allocate_kv_cache, store_kv, paged_attention_ref
@@ -39,26 +41,15 @@ def _aligned(n: int) -> int: return -(-n // 4) * 4      # int32 entries to the n
 
 # %% ../nbs/08a_runner.ipynb #61455832
 def batch_views(buf, N: int, R: int, S: int, w: int) -> dict:
-    "The arrays of a batch of `N` tokens, `R` sample rows, `S` sequences (tables `w` wide), one after another in `buf`."
+    "The arrays of a batch of `N` tokens, `R` sample rows, `S` sequences (tables `w` wide), one after another in `buf` (a tensor or a numpy array)."
     sizes = dict(input_ids=N, positions=N, slot_mapping=N, feed=N, sample_rows=R,
                  sample_params=6 * R, context_lens=S, query_start_loc=S + 1)
     views, at = {}, 0
     for name, n in sizes.items():
         views[name], at = buf[at:at + n], _aligned(at + n)
-    views['sample_params'] = views['sample_params'].view(6, R)
-    views['block_tables'] = buf[at:at + S * w].view(S, w)
+    views['sample_params'] = views['sample_params'].reshape(6, R)
+    views['block_tables'] = buf[at:at + S * w].reshape(S, w)
     return views
-
-# %% ../nbs/08a_runner.ipynb #e3462c58
-def _flatten(arrays, tables, w: int, fill: int) -> list:
-    "`arrays` one after another, each from a 16-byte boundary, then `tables` padded to `w` with `fill`."
-    flat = []
-    for a in arrays:
-        flat += a
-        # each array 16-byte aligned, as `batch_views` reads
-        flat += [0] * (_aligned(len(flat)) - len(flat))
-    for t in tables: flat += t + [fill] * (w - len(t))
-    return flat
 
 # %% ../nbs/08a_runner.ipynb #99ed94ad
 def attend_ref(q, k_cache, v_cache, block_tables, context_lens, query_start_loc, max_q_len,
@@ -115,8 +106,26 @@ class ModelRunner:
         self.attn_out = torch.zeros(max_tokens, c.num_attention_heads, c.head_dim,
                                     dtype=dt, device=dev)
         self.graphs = None                  # captured steps (CUDA graphs chapter)
+        self._layouts = {}                  # (N, R, S, w): host views, device views, entries used
+
+# %% ../nbs/08a_runner.ipynb #31b5d243
+@patch
+def _layout(self: ModelRunner, N: int, R: int, S: int, w: int) -> tuple:
+    "Host views, device views and the entries used of a batch of this shape, made once per shape."
+    key = N, R, S, w
+    if key not in self._layouts:
+        if len(self._layouts) > 256: self._layouts.clear()        # eager steps of many sizes
+        host = batch_views(self.host_np, *key)
+        n = (host['block_tables'].ctypes.data - self.host_np.ctypes.data) // 4 + S * w
+        if n > len(self.host_np):
+            raise RuntimeError(f"a step of {N} tokens and {S} sequences ({w} blocks wide) "
+                               "exceeds the runner's buffers")
+        self._layouts[key] = host, batch_views(self.inputs, *key), n
+    return self._layouts[key]
 
 # %% ../nbs/08a_runner.ipynb #b7a10006
+def _ints(lists, n: int): return np.fromiter(chain.from_iterable(lists), np.int32, n)
+
 @patch
 def pack(self: ModelRunner,
          scheduled,          # `[(seq, n)]`: n new tokens of each sequence
@@ -128,50 +137,49 @@ def pack(self: ModelRunner,
          # (sequences, tokens, sample rows) to pad to; default: what `graphs` asks
          pad=None) -> Batch:
     "The `Batch` of a step: its arrays written to the pinned host buffer, sent to the device in one copy."
-    bs, spare, feed = self.block_size, self.spare_block, feed or {}
-    ids, pos, slots, src, rows, ctx, qsl, tables, samplers = [], [], [], [], [], [], [0], [], []
-    chosen = []                                  # (params, position) of the token each row chooses
-    for i, (seq, n) in enumerate(scheduled):
-        c, t = seq.num_computed, bm.block_table(seq.seq_id)
-        new = seq.token_ids[c:c + n] + (drafts[i] if drafts else [])
-        p = range(c, c + len(new))
-        ids += new
-        pos += p
-        slots += [t[q // bs] * bs + q % bs for q in p]               # the slot formula
-        src += [-1] * (len(new) - 1) + [feed.get(seq, -1)]   # only a last token can be in flight
-        ctx.append(p.stop)
-        qsl.append(qsl[-1] + len(new))
-        tables.append(t)
-        if drafts or p.stop == seq.num_tokens:
-            k = len(new) if drafts else 1
-            rows += range(qsl[-1] - k, qsl[-1])
-            chosen += [(seq.params, q) for q in range(p.stop - k + 1, p.stop + 1)]
-            samplers.append(seq)
-    S, N, R = len(scheduled), qsl[-1], len(rows)
+    seqs = [s for s, _ in scheduled]
+    start = [s.num_computed for s in seqs]
+    new = [s.token_ids[c:c + n] for s, c, (_, n) in zip(seqs, start, scheduled)]
+    if drafts: new = [x + d for x, d in zip(new, drafts)]
+    tables = [bm.block_table(s.seq_id) for s in seqs]
+    S, L = len(seqs), np.array([len(x) for x in new], dtype=np.int32)
+    qsl = np.zeros(S + 1, dtype=np.int32); np.cumsum(L, out=qsl[1:])
+    N, stop = int(qsl[-1]), np.array(start, dtype=np.int32) + L       # context after the step
+    # drafts: every token samples; else a sequence whose last token is computed samples it
+    samp = (np.ones(S, dtype=bool) if drafts
+            else stop == np.array([s.num_tokens for s in seqs], dtype=np.int32))
+    samplers = [s for s, m in zip(seqs, samp) if m]
+    R = N if drafts else len(samplers)
     kind = 'verify' if drafts else 'decode' if N == S == R else 'prefill' if S == 1 else 'mixed'
     if pad is None and self.graphs is not None: pad = self.graphs.padding(kind, S, N, R)
     S2, N2, R2 = pad or (S, N, R)
     w = max(map(len, tables), default=1)
-    pt, ps = N2 - N, S2 - S                                        # padding tokens and sequences
-    prm = [sp for sp, _ in chosen]
-    how = sampling_rows(prm, sample_keys([sp.seed for sp in prm], [q for _, q in chosen]))
-    flat = _flatten(([*ids, *[0] * pt], [*pos, *[0] * pt], [*slots, *[-1] * pt], [*src, *[-1] * pt],
-                     [*rows, *[0] * (R2 - R)], [v for h in how for v in (*h, *[0] * (R2 - R))],
-                     [*ctx, *[1] * ps],
-                     [*qsl, *range(N + 1, N + 1 + ps)]),   # a padding sequence: one token...
-                    tables, w, spare)
-    flat += [spare] * (w * ps)                                     # ...in the spare block
-    if len(flat) > len(self.host_np):
-        raise RuntimeError(f"a step of {N2} tokens and {S2} sequences ({w} blocks wide) "
-                           "exceeds the runner's buffers")
+    h, views, used = self._layout(N2, R2, S2, w)
     if self.copied is not None: self.copied.synchronize()
-    self.host_np[:len(flat)] = flat
-    self.inputs[:len(flat)].copy_(self.host[:len(flat)], non_blocking=True)
+    t, lens = h['block_tables'], np.array([len(x) for x in tables])
+    t.fill(self.spare_block)                                      # padding: the spare block
+    t[:S][np.arange(w) < lens[:, None]] = _ints(tables, int(lens.sum()))
+    pos = np.arange(N, dtype=np.int32) + np.repeat(stop - L - qsl[:-1], L)
+    h['input_ids'][:N], h['input_ids'][N:] = _ints(new, N), 0
+    h['positions'][:N], h['positions'][N:] = pos, 0
+    bs = self.block_size                                          # the slot formula:
+    h['slot_mapping'][:N] = t[np.repeat(np.arange(S), L), pos // bs] * bs + pos % bs
+    h['slot_mapping'][N:] = -1                                    # padding: stored nowhere
+    h['feed'].fill(-1)                                            # only a last token can be in flight
+    if feed: h['feed'][qsl[1:] - 1] = [feed.get(s, -1) for s in seqs]
+    h['sample_rows'][:R], h['sample_rows'][R:] = np.arange(N) if drafts else qsl[1:][samp] - 1, 0
+    # each row's parameters, keyed at the position of the token it chooses
+    prm = ([s.params for s, k in zip(seqs, L.tolist()) for _ in range(k)] if drafts
+           else [s.params for s in samplers])
+    chosen = (pos + 1 if drafts else stop[samp]).tolist()
+    h['sample_params'].fill(0)                                    # padding: greedy
+    if R: h['sample_params'][:, :R] = sampling_rows(prm, sample_keys([p.seed for p in prm], chosen))
+    h['context_lens'][:S], h['context_lens'][S:] = stop, 1
+    # a padding sequence: one token
+    h['query_start_loc'][:S + 1], h['query_start_loc'][S + 1:] = qsl, np.arange(N + 1, N + 1 + S2 - S)
+    self.inputs[:used].copy_(self.host[:used], non_blocking=True)
     if self.copied is not None: self.copied.record()
-    max_q = max((b - a for a, b in zip(qsl, qsl[1:])), default=0)
-    views = batch_views(self.inputs, N2, R2, S2, w)
-    return Batch([s for s, _ in scheduled], samplers, kind, max_q, R, bool(feed), pad is not None,
-                 **views)
+    return Batch(seqs, samplers, kind, int(L.max(initial=0)), R, bool(feed), pad is not None, **views)
 
 # %% ../nbs/08a_runner.ipynb #b7a10008
 @patch
