@@ -14,7 +14,7 @@ from .fused import _rope_halves
 from ..runner import PagedAttention
 
 # %% auto #0
-__all__ = ['ENABLED', 'NUM_SPLITS', 'rope_decode']
+__all__ = ['ENABLED', 'NUM_SPLITS', 'MAX_SEQS', 'rope_decode']
 
 # %% ../../nbs/10c_decode_step.ipynb #4169f70f
 @triton.jit
@@ -182,6 +182,8 @@ def rope_decode(qkv, q_weight, k_weight, cos, sin, eps, k_cache, v_cache, block_
 # False: the fused decoder layer keeps the rotary kernel, the decode kernel and the combine
 ENABLED = True
 NUM_SPLITS = None  # splits per KV head; None: the decode kernel's choice
+# most sequences of a step it takes (measured below: larger decode steps are faster without it)
+MAX_SEQS = 1
 
 @patch
 def rope_attend(self: PagedAttention, sa, qkv, cos, sin):
@@ -189,7 +191,7 @@ def rope_attend(self: PagedAttention, sa, qkv, cos, sin):
     b, c = self.batch, sa.cfg
     rows = qkv.reshape(-1, qkv.shape[-1])
     if (not ENABLED or self.store is not None or b.max_q_len != 1
-            or rows.shape[0] != b.context_lens.shape[0]):
+            or rows.shape[0] != b.context_lens.shape[0] or rows.shape[0] > MAX_SEQS):
         # store None: the Triton attention, which stores the new K/V itself
         return None
     kc, vc = self.kv_caches[sa.layer_idx]
