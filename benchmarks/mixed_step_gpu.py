@@ -3,10 +3,12 @@
 request arrives), with CUDA graphs off and on (chapter 11 captures mixed steps): wall ms of that step and of the
 plain decode step after it, random-weight Qwen3-0.6B in bf16, prompts of 16, 256 and 1,024 tokens.
 
-Run from the repository root:  PYTHONPATH=.:benchmarks python3 benchmarks/mixed_step_gpu.py
+Run from the repository root:  PYTHONPATH=.:benchmarks python3 benchmarks/mixed_step_gpu.py [--profile]
+With --profile, graphs on only: the device time of each kernel in a mixed step and in the decode step after it
+(torch.profiler, mean of 6 steps each), to see what a mixed step adds.
 Writes mixed_step_gpu.json to $OUT if set, else to benchmarks/results/.
 """
-import gc, statistics, time
+import gc, statistics, sys, time
 import torch
 from minillm import LLM, SamplingParams
 from minillm.loading import random_checkpoint, PRESETS
@@ -27,7 +29,22 @@ def timed(eng) -> float:
     torch.cuda.synchronize()
     return (time.perf_counter() - t0) * 1e3
 
-for graphs in ('off', 'on'):
+PROFILE = '--profile' in sys.argv
+
+def kernels(eng, steps: int, add=None) -> dict:
+    "µs per step of each kernel over `steps` steps (each after `add()`, if given), from torch.profiler."
+    from torch.profiler import profile, ProfilerActivity
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(steps):
+            if add: add()
+            eng.step()
+        torch.cuda.synchronize()
+    ev = [e for e in prof.key_averages() if e.device_type != torch.autograd.DeviceType.CPU]
+    t = lambda e: getattr(e, 'self_device_time_total', None) or getattr(e, 'self_cuda_time_total', 0)
+    return {e.key[:90]: round(t(e) / steps, 1) for e in sorted(ev, key=t, reverse=True) if t(e) > 0}
+
+for graphs in (('on',) if PROFILE else ('off', 'on')):
     t0 = time.perf_counter()
     llm = LLM(str(ck), dtype='bfloat16', max_num_seqs=64, cuda_graphs=graphs, enable_prefix_caching=False)
     eng = llm.engine
@@ -39,6 +56,17 @@ for graphs in ('off', 'on'):
     one = SamplingParams(temperature=0, max_tokens=1, ignore_eos=True)    # done at its prefill: 63 decodes stay
     for i in range(63): eng.add_request(('decode', i), prompt(256), long)
     while len(eng.scheduler.running) < 63 or any(not s.output_ids for s in eng.scheduler.running): eng.step()
+    if PROFILE:
+        for r in range(3): eng.add_request(('warm', r), prompt(256), one); eng.step(); eng.step()
+        R['profile'] = {'decode': kernels(eng, 6)}
+        for n in (16, 256):
+            k = iter(range(100))
+            # a prompt each step, done at its prefill: every step is a mixed step
+            R['profile'][f'mixed {n}'] = kernels(eng, 6, lambda: eng.add_request(('p', n, next(k)), prompt(n), one))
+        for name, ks in R['profile'].items():
+            log(name, f"{sum(ks.values()):.0f} µs a step;", list(ks.items())[:10])
+        save()
+        break
     for n in (16, 256, 1024):
         mixed, decode = [], []
         before = dict(eng.runner.graphs.replays) if eng.runner.graphs else {}
@@ -58,6 +86,7 @@ for graphs in ('off', 'on'):
     gc.collect()
     torch.cuda.empty_cache()
 
+if PROFILE: sys.exit()
 print(f"\nQwen3-0.6B bf16 on {R['gpu']}: one step with a prompt beside 63 decodes, median of 10 (ms)")
 print(f"{'prompt':>7} {'graphs off':>11} {'graphs on':>10} {'decode step, off':>17} {'on':>6}")
 by = {(r['graphs'], r['prompt_tokens']): r for r in R['rows']}
