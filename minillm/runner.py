@@ -71,8 +71,7 @@ class PagedAttention:
         args = q, kc, vc, b.block_tables, b.context_lens, b.query_start_loc, b.max_q_len
         out = self.out[:q.shape[0]]
         if self.store is None:                                         # attend stores them itself
-            return self.attend(*args, out=out, k=k, v=v, slot_mapping=b.slot_mapping,
-                               mixed=b.kind == 'mixed')
+            return self.attend(*args, out=out, k=k, v=v, slot_mapping=b.slot_mapping)
         self.store(k, v, kc, vc, b.slot_mapping)
         return self.attend(*args, out=out)
 

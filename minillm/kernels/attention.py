@@ -203,24 +203,19 @@ def _prec(dtype): return 'ieee' if dtype == torch.float32 else 'tf32'
 # %% ../../nbs/10_triton_attention.ipynb #e964d6b1
 @triton.jit(do_not_specialize=['s_bt'])   # the tables' width changes with every batch
 def _decode_kernel(q_ptr, k_ptr, v_ptr, bt_ptr, ctx_ptr, out_ptr, po_ptr, plse_ptr, kn_ptr, vn_ptr,
-                   slot_ptr, qsl_ptr, qk_scale, s_qs, s_qh, s_kb, s_kt, s_kh, s_vb, s_vt, s_vh, s_bt, s_os,
+                   slot_ptr, qk_scale, s_qs, s_qh, s_kb, s_kt, s_kh, s_vb, s_vt, s_vh, s_bt, s_os,
                    s_oh, s_kns, s_knh, s_vns, s_vnh, HQ: tl.constexpr, G: tl.constexpr,
                    BLOCK_H: tl.constexpr, D: tl.constexpr, BS: tl.constexpr, BLOCK_N: tl.constexpr,
-                   SPLITS: tl.constexpr, NEW: tl.constexpr, ROWS: tl.constexpr, PREC: tl.constexpr,
-                   PDL: tl.constexpr):
+                   SPLITS: tl.constexpr, NEW: tl.constexpr, PREC: tl.constexpr, PDL: tl.constexpr):
     _pdl_start(PDL)
     s, kvh, split = tl.program_id(0), tl.program_id(1), tl.program_id(2)
-    r = s                                                              # the query's row
-    if ROWS:        # a mixed step: row qsl[s], if it is the sequence's one new token
-        r = tl.load(qsl_ptr + s)
-        if tl.load(qsl_ptr + s + 1) - r != 1: return
     ctx = tl.load(ctx_ptr + s)
     offs_h, offs_d = tl.arange(0, BLOCK_H), tl.arange(0, D)
     hmask = offs_h < G
     # the query heads of this KV group
     heads = kvh * G + offs_h
     # [BLOCK_H, D]
-    q = tl.load(q_ptr + r * s_qs + heads[:, None] * s_qh + offs_d[None, :], mask=hmask[:, None],
+    q = tl.load(q_ptr + s * s_qs + heads[:, None] * s_qh + offs_d[None, :], mask=hmask[:, None],
                 other=0.0)
     n = tl.maximum(ctx - 1, 0) if NEW else ctx                         # keys read from the cache
     # keys per split, in whole tiles
@@ -263,7 +258,7 @@ def _decode_kernel(q_ptr, k_ptr, v_ptr, bt_ptr, ctx_ptr, out_ptr, po_ptr, plse_p
     l_safe = tl.where(l_i == 0.0, 1.0, l_i)                            # no key in range: output 0
     o = acc / l_safe[:, None]
     if SPLITS == 1:
-        tl.store(out_ptr + r * s_os + heads[:, None] * s_oh + offs_d[None, :],
+        tl.store(out_ptr + s * s_os + heads[:, None] * s_oh + offs_d[None, :],
                  o.to(out_ptr.dtype.element_ty), mask=hmask[:, None])
     else:
         # partials: [S, Hq, SPLITS, (D)]
@@ -334,10 +329,9 @@ def _split_partials(num_splits, out, hkv: int):
 
 # %% ../../nbs/10_triton_attention.ipynb #c75ebeae
 def _launch_decode(q, k_cache, v_cache, block_tables, context_lens, scale, out, num_splits, block_n,
-                   num_warps, num_stages, k=None, v=None, slot_mapping=None, query_start_loc=None):
+                   num_warps, num_stages, k=None, v=None, slot_mapping=None):
     s, hq, hkv, d, bs, out = _check_attn(q, k_cache, v_cache, block_tables, context_lens, out)
-    rows = query_start_loc is not None     # only the one-token sequences of a mixed step, unsplit
-    if q.shape[0] != s and not rows:
+    if q.shape[0] != s:
         raise ValueError("decode takes one query token per sequence: "
                          f"q has {q.shape[0]} rows for {s} sequences")
     new = k is not None or v is not None
@@ -345,16 +339,15 @@ def _launch_decode(q, k_cache, v_cache, block_tables, context_lens, scale, out, 
     if s == 0: return out
     g = hq // hkv
     scale = d ** -0.5 if scale is None else scale
-    num_splits, po, plse = _split_partials(1 if rows else num_splits, out, hkv)
+    num_splits, po, plse = _split_partials(num_splits, out, hkv)
     kn, vn, slots = (k, v, slot_mapping) if new else (q, q, context_lens)
     _decode_kernel[(s, hkv, num_splits)](
         q, k_cache, v_cache, block_tables, context_lens, out, po, plse, kn, vn, slots,
-        query_start_loc if rows else context_lens,
         scale * 1.4426950408889634, q.stride(0), q.stride(1), *k_cache.stride()[:3],
         *v_cache.stride()[:3], block_tables.stride(0), out.stride(0), out.stride(1), kn.stride(0),
         kn.stride(1), vn.stride(0), vn.stride(1), HQ=hq, G=g,
         BLOCK_H=max(16, triton.next_power_of_2(g)), D=d, BS=bs, BLOCK_N=block_n, SPLITS=num_splits,
-        NEW=new, ROWS=rows, PREC=_prec(q.dtype), num_warps=num_warps, num_stages=num_stages, **pdl_options(q))
+        NEW=new, PREC=_prec(q.dtype), num_warps=num_warps, num_stages=num_stages, **pdl_options(q))
     if num_splits > 1:
         _combine_kernel[(s, hq)](po, plse, out, out.stride(0), out.stride(1), HQ=hq, D=d,
                                  SPLITS=num_splits, SP=triton.next_power_of_2(num_splits),
@@ -377,8 +370,7 @@ _TOL = {torch.float32: 1e-5, torch.float16: 3e-3, torch.bfloat16: 2e-2}
 def _prefill_kernel(q_ptr, k_ptr, v_ptr, bt_ptr, ctx_ptr, qsl_ptr, out_ptr, qk_scale, S,
                     s_qn, s_qh, s_kb, s_kt, s_kh, s_vb, s_vt, s_vh, s_bt, s_on, s_oh,
                     G: tl.constexpr, GP: tl.constexpr, BLOCK_Q: tl.constexpr, D: tl.constexpr,
-                    BS: tl.constexpr, BLOCK_N: tl.constexpr, SKIP_ONE: tl.constexpr, PREC: tl.constexpr,
-                    PDL: tl.constexpr):
+                    BS: tl.constexpr, BLOCK_N: tl.constexpr, PREC: tl.constexpr, PDL: tl.constexpr):
     _pdl_start(PDL)
     pid, kvh = tl.program_id(0), tl.program_id(1)
     # last s with qsl[s] // BLOCK_Q + s <= pid
@@ -390,8 +382,6 @@ def _prefill_kernel(q_ptr, k_ptr, v_ptr, bt_ptr, ctx_ptr, qsl_ptr, out_ptr, qk_s
     s = lo - 1
     q_start = tl.load(qsl_ptr + s)
     q_len = tl.load(qsl_ptr + s + 1) - q_start
-    if SKIP_ONE:
-        if q_len == 1: return                                # the decode kernel's
     # this program's tile of the sequence's tokens
     qb = pid - (q_start // BLOCK_Q + s)
     if qb * BLOCK_Q >= q_len: return
@@ -431,7 +421,7 @@ def _prefill_kernel(q_ptr, k_ptr, v_ptr, bt_ptr, ctx_ptr, qsl_ptr, out_ptr, qk_s
 
 # %% ../../nbs/10_triton_attention.ipynb #948dcd4b
 def _launch_prefill(q, k_cache, v_cache, block_tables, context_lens, query_start_loc, max_q_len,
-                    scale, out, block_m, block_n, num_warps, num_stages, skip_one=False):
+                    scale, out, block_m, block_n, num_warps, num_stages):
     s, hq, hkv, d, bs, out = _check_attn(q, k_cache, v_cache, block_tables, context_lens, out)
     _check_int('query_start_loc', query_start_loc, (s + 1,))
     if query_start_loc.device != q.device:
@@ -448,7 +438,7 @@ def _launch_prefill(q, k_cache, v_cache, block_tables, context_lens, query_start
         q, k_cache, v_cache, block_tables, context_lens, query_start_loc, out,
         scale * 1.4426950408889634, s, q.stride(0), q.stride(1), *k_cache.stride()[:3],
         *v_cache.stride()[:3], block_tables.stride(0), out.stride(0), out.stride(1), G=g, GP=gp,
-        BLOCK_Q=block_q, D=d, BS=bs, BLOCK_N=block_n, SKIP_ONE=skip_one, PREC=_prec(q.dtype), num_warps=num_warps,
+        BLOCK_Q=block_q, D=d, BS=bs, BLOCK_N=block_n, PREC=_prec(q.dtype), num_warps=num_warps,
         num_stages=num_stages, **pdl_options(q))
     return out
 
@@ -470,16 +460,14 @@ def paged_prefill(q, k_cache, v_cache, block_tables, context_lens, query_start_l
 
 # %% ../../nbs/10_triton_attention.ipynb #190fd559
 def paged_attention(q, k_cache, v_cache, block_tables, context_lens, query_start_loc, max_q_len,
-                    scale=None, out=None, k=None, v=None, slot_mapping=None, mixed: bool = False):
-    "`paged_attention_ref` semantics: decode kernel when every sequence has one new token, else the prefill kernel (`mixed`: the decode kernel for the sequences with one, in a launch of its own). With `k`, `v`, `slot_mapping`, the new tokens' K/V are stored first (by the decode kernel itself)."
+                    scale=None, out=None, k=None, v=None, slot_mapping=None):
+    "`paged_attention_ref` semantics: decode kernel when every sequence has one new token, else the prefill kernel. With `k`, `v`, `slot_mapping`, the new tokens' K/V are stored first (by the decode kernel itself)."
     if max_q_len == 1 and q.shape[0] == context_lens.shape[0]:
         return paged_decode(q, k_cache, v_cache, block_tables, context_lens, scale, out, k=k, v=v,
                             slot_mapping=slot_mapping)
     if k is not None or v is not None: store_kv(k, v, k_cache, v_cache, slot_mapping)
-    if mixed: out = _launch_decode(q, k_cache, v_cache, block_tables, context_lens, scale, out, 1,
-                                   **_decode_config(q), query_start_loc=query_start_loc)
-    return _launch_prefill(q, k_cache, v_cache, block_tables, context_lens, query_start_loc,
-                           max_q_len, scale, out, **_prefill_config(q), skip_one=mixed)
+    return paged_prefill(q, k_cache, v_cache, block_tables, context_lens, query_start_loc,
+                         max_q_len, scale, out)
 
 # %% ../../nbs/10_triton_attention.ipynb #10e00002
 def unsupported(model) -> str | None:
