@@ -5,8 +5,9 @@ stand-ins, so what is timed is the Python and PyTorch work around them.
 Run from the repository root:  PYTHONPATH=. python3 benchmarks/host_overhead.py
 Prints: (1) ms per decode step of a 64 x 256 -> 128 greedy run through the graph bookkeeping (emulated graphs, fake
 logits), and the same at batch 1; (2) ms of one scheduling pass admitting 64 prompts found in the prefix cache;
-(3) ms to prepare one eager step of 64 uncached 256-token prompts; (4) µs per call of the attention and fused-op
-launchers with the Triton launch stubbed.
+(3) ms to prepare one eager step of 64 uncached 256-token prompts, and µs to pack one decode step of 1, 64 and 256
+rows at position 320; (4) µs per call of the attention and fused-op launchers with the Triton launch stubbed.
+The first line printed names the date, the commit (`MINILLM_COMMIT` or git's HEAD) and the CPU.
 
 The stand-ins: the runner's `forward` (an instance attribute on `llm.engine.runner`) returns rows of
 `fake`, one per sample row of the batch it is given, so a step still packs its batch, and a decode step
@@ -16,7 +17,7 @@ buckets are emptied so that prompts take the eager path. The engine's `max_num_b
 """
 import os
 os.environ.setdefault('TRITON_INTERPRET', '1')
-import time, torch
+import datetime, platform, subprocess, time, torch
 from minillm import LLM, SamplingParams
 from minillm.scheduler import Sequence
 import minillm.kernels.attention as A, minillm.kernels.fused as Fu
@@ -26,6 +27,11 @@ def best_of(fn, n=5):
     for _ in range(n): t0 = time.perf_counter(); fn(); ts.append(time.perf_counter() - t0)
     return min(ts)
 
+cpu = next((l.split(':', 1)[1].strip() for l in open('/proc/cpuinfo') if l.startswith('model name')),
+           platform.processor()) if os.path.exists('/proc/cpuinfo') else platform.processor()
+rev = os.environ.get('MINILLM_COMMIT') or subprocess.run(['git', 'rev-parse', '--short', 'HEAD'],
+                                                         capture_output=True, text=True).stdout.strip()
+print(f"{datetime.date.today()}, commit {rev}, {cpu}, torch {torch.__version__}")
 fake = torch.randn(256, 16)                               # logits of a 16-token vocabulary: sampling costs ~nothing
 llm = LLM('tiny-qwen3', cuda_graphs='emulate', dtype='float32', max_num_batched_tokens=64 * 256)
 eng = llm.engine
@@ -51,6 +57,12 @@ for s in seqs: bm.allocate(s.seq_id, s.token_ids, 256)
 pack = lambda: r.pack([(s, 256) for s in seqs], bm)
 print(f"eager step inputs, 64 x 256 tokens: {best_of(pack) * 1e3:.2f} ms")
 for s in seqs: bm.free(s.seq_id)
+for B in (1, 64, 256):                                    # a decode step: one new token of each sequence
+    seqs = [Sequence(2 * 10**6 + i, [(i * 13 + j) % 5000 for j in range(320)], sp) for i in range(B)]
+    for s in seqs: bm.allocate(s.seq_id, s.token_ids, 320); s.num_computed = 319
+    step = [(s, 1) for s in seqs]
+    print(f"decode step inputs, {B:3} rows at position 320: {best_of(lambda: r.pack(step, bm)) * 1e6:.0f} µs")
+    for s in seqs: bm.free(s.seq_id)
 
 class Stub:                                               # `kernel[grid](...)` that launches nothing
     def __getitem__(self, grid): return lambda *a, **k: None

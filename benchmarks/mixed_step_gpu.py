@@ -5,7 +5,9 @@ plain decode step after it, random-weight Qwen3-0.6B in bf16, prompts of 16, 256
 
 Run from the repository root:  PYTHONPATH=.:benchmarks python3 benchmarks/mixed_step_gpu.py [--profile]
 With --profile, graphs on only: the device time of each kernel in a mixed step and in the decode step after it
-(torch.profiler, mean of 6 steps each), to see what a mixed step adds.
+(torch.profiler, mean of 6 steps each, a prompt arriving before each: with 64 sequences at most, not every
+step can admit one), to see what a mixed step adds. (Runs before the prompts left over were aborted between
+prompt lengths measured the 256-token case on 16-token prompts.)
 Writes mixed_step_gpu.json to $OUT if set, else to benchmarks/results/.
 """
 import gc, statistics, sys, time
@@ -63,6 +65,7 @@ for graphs in (('on',) if PROFILE else ('off', 'on')):
             k = iter(range(100))
             # a prompt each step, done at its prefill: every step is a mixed step
             R['profile'][f'mixed {n}'] = kernels(eng, 6, lambda: eng.add_request(('p', n, next(k)), prompt(n), one))
+            eng.abort_request([r for r in list(eng.requests) if r[0] == 'p'])   # none left for the next n
         for name, ks in R['profile'].items():
             log(name, f"{sum(ks.values()):.0f} µs a step;", list(ks.items())[:10])
         save()
