@@ -2,9 +2,9 @@
 """Host (CPU) cost of the engine's bookkeeping, measured without a GPU: the model and kernel launches are replaced by
 stand-ins, so what is timed is the Python and PyTorch work around them.
 
-Run from the repository root:  PYTHONPATH=. python3 benchmarks/host_overhead.py
-Prints: (1) ms per decode step of a 64 x 256 -> 128 greedy run through the graph bookkeeping (emulated graphs, fake
-logits), and the same at batch 1; (2) ms of one scheduling pass admitting 64 prompts found in the prefix cache;
+Run from the repository root:  PYTHONPATH=.:benchmarks python3 benchmarks/host_overhead.py
+Prints: (1) ms per decode step of a 256, 64 and 1 x 256 -> 128 greedy run through the graph bookkeeping (emulated
+graphs, fake logits); (2) ms of one scheduling pass admitting 64 prompts found in the prefix cache;
 (3) ms to prepare one eager step of 64 uncached 256-token prompts, and µs to pack one decode step of 1, 64 and 256
 rows at position 320; (4) µs per call of the attention and fused-op launchers with the Triton launch stubbed.
 The first line printed names the date, the commit (`MINILLM_COMMIT` or git's HEAD) and the CPU.
@@ -17,9 +17,10 @@ buckets are emptied so that prompts take the eager path. The engine's `max_num_b
 """
 import os
 os.environ.setdefault('TRITON_INTERPRET', '1')
-import datetime, platform, subprocess, time, torch
+import datetime, platform, time, torch
 from minillm import LLM, SamplingParams
 from minillm.scheduler import Sequence
+from helpers.bench_io import commit
 import minillm.kernels.attention as A, minillm.kernels.fused as Fu
 
 def best_of(fn, n=5):
@@ -27,22 +28,21 @@ def best_of(fn, n=5):
     for _ in range(n): t0 = time.perf_counter(); fn(); ts.append(time.perf_counter() - t0)
     return min(ts)
 
-cpu = next((l.split(':', 1)[1].strip() for l in open('/proc/cpuinfo') if l.startswith('model name')),
-           platform.processor()) if os.path.exists('/proc/cpuinfo') else platform.processor()
-rev = os.environ.get('MINILLM_COMMIT') or subprocess.run(['git', 'rev-parse', '--short', 'HEAD'],
-                                                         capture_output=True, text=True).stdout.strip()
-print(f"{datetime.date.today()}, commit {rev}, {cpu}, torch {torch.__version__}")
+info = open('/proc/cpuinfo').read() if os.path.exists('/proc/cpuinfo') else ''
+cpu = next((l.split(':', 1)[1].strip() for l in info.splitlines() if l.startswith('model name')),
+           platform.processor())
+print(f"{datetime.date.today()}, commit {commit()}, {cpu}, torch {torch.__version__}")
 fake = torch.randn(256, 16)                               # logits of a 16-token vocabulary: sampling costs ~nothing
 llm = LLM('tiny-qwen3', cuda_graphs='emulate', dtype='float32', max_num_batched_tokens=64 * 256)
 eng = llm.engine
 eng.runner.forward = lambda batch: fake[:batch.sample_rows.shape[0]]   # the model: logits of the sample rows
 eng.runner.graphs.buckets['prefill'] = []                 # no prefill bucket fits: prompts go the eager way
 sp = SamplingParams(max_tokens=128, ignore_eos=True, temperature=0)
-for B in (64, 1):
+for B in (256, 64, 1):
     prompts = [[(i * 7 + j) % 1000 + 10 for j in range(256)] for i in range(B)]
     llm.generate(prompts, sp, use_tqdm=False)
     if B == 64: prompts64 = prompts                       # now in the prefix cache
-    print(f"decode bookkeeping, batch {B:2}: {best_of(lambda: llm.generate(prompts, sp, use_tqdm=False)) / 128 * 1e3:.3f} ms per step")
+    print(f"decode bookkeeping, batch {B:3}: {best_of(lambda: llm.generate(prompts, sp, use_tqdm=False)) / 128 * 1e3:.3f} ms per step")
 
 r, bm, sched = eng.runner, eng.block_manager, eng.scheduler
 def admit():                                              # one scheduling pass admitting 64 prompts the cache holds

@@ -6,14 +6,15 @@ plain decode step after it, random-weight Qwen3-0.6B in bf16, prompts of 16, 256
 Run from the repository root:  PYTHONPATH=.:benchmarks python3 benchmarks/mixed_step_gpu.py [--profile]
 With --profile, graphs on only: the device time of each kernel in a mixed step and in the decode step after it
 (torch.profiler, mean of 6 steps each, a prompt arriving before each: with 64 sequences at most, not every
-step can admit one), to see what a mixed step adds. (Runs before the prompts left over were aborted between
-prompt lengths measured the 256-token case on 16-token prompts.)
+step can admit one), to see what a mixed step adds. (In runs before the prompts left over were aborted, the
+256-token profile measured 16-token prompts.)
 Writes mixed_step_gpu.json to $OUT if set, else to benchmarks/results/.
 """
 import gc, statistics, sys, time
 import torch
 from minillm import LLM, SamplingParams
 from minillm.loading import random_checkpoint, PRESETS
+from minillm.profiling import _device_events, _device_time_us
 from helpers.bench_io import log, saver
 
 R = dict(errors={}, rows=[])
@@ -42,9 +43,8 @@ def kernels(eng, steps: int, add=None) -> dict:
             if add: add()
             eng.step()
         torch.cuda.synchronize()
-    ev = [e for e in prof.key_averages() if e.device_type != torch.autograd.DeviceType.CPU]
-    t = lambda e: getattr(e, 'self_device_time_total', None) or getattr(e, 'self_cuda_time_total', 0)
-    return {e.key[:90]: round(t(e) / steps, 1) for e in sorted(ev, key=t, reverse=True) if t(e) > 0}
+    ev = sorted(_device_events(prof.key_averages()), key=_device_time_us, reverse=True)
+    return {e.key[:90]: round(_device_time_us(e) / steps, 1) for e in ev if _device_time_us(e) > 0}
 
 for graphs in (('on',) if PROFILE else ('off', 'on')):
     t0 = time.perf_counter()
@@ -63,7 +63,7 @@ for graphs in (('on',) if PROFILE else ('off', 'on')):
         R['profile'] = {'decode': kernels(eng, 6)}
         for n in (16, 256):
             k = iter(range(100))
-            # a prompt each step, done at its prefill: every step is a mixed step
+            # a prompt before each step, done at its prefill: the steps that admit one are mixed
             R['profile'][f'mixed {n}'] = kernels(eng, 6, lambda: eng.add_request(('p', n, next(k)), prompt(n), one))
             eng.abort_request([r for r in list(eng.requests) if r[0] == 'p'])   # none left for the next n
         for name, ks in R['profile'].items():

@@ -93,24 +93,27 @@ class Attention(nn.Module):
 
 # %% ../nbs/01_layers.ipynb #45ad7904
 @patch
-def forward(self: Attention, x, cos, sin, attn=None):
-    c, qkv = self.cfg, self.qkv_proj(x)
+def attend(self: Attention, qkv, cos, sin, attn=None):
+    "The attention's output `[..., T, Hq, D]` from the qkv projection's rows `[..., T, (Hq + 2 Hkv) D]`."
+    c, lead = self.cfg, qkv.shape[:-1]
     whole = getattr(attn, 'rope_attend', None)                     # the rows whole, if it takes them
     o = whole(self, qkv, cos, sin) if whole is not None else None
-    if o is None:
-        q, k, v = qkv.split([c.q_size, c.kv_size, c.kv_size], -1)
-        q = q.view(*x.shape[:-1], c.num_attention_heads, c.head_dim)  # [..., T, Hq, D]
-        k = k.view(*x.shape[:-1], c.num_key_value_heads, c.head_dim)  # [..., T, Hkv, D]
-        v = v.view(*x.shape[:-1], c.num_key_value_heads, c.head_dim)
-        if self.rope_kernel is not None:
-            q, k = self.rope_kernel(q, k, self.q_norm.weight if c.qk_norm else None,
-                                    self.k_norm.weight if c.qk_norm else None, cos, sin,
-                                    c.rms_norm_eps)
-        else:
-            if c.qk_norm: q, k = self.q_norm(q), self.k_norm(k)
-            q, k = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
-        o = causal_attention(q, k, v) if attn is None else attn(self.layer_idx, q, k, v)
-    return self.o_proj(o.flatten(-2))                             # [..., T, hidden]
+    if o is not None: return o
+    q, k, v = qkv.split([c.q_size, c.kv_size, c.kv_size], -1)
+    q = q.view(*lead, c.num_attention_heads, c.head_dim)          # [..., T, Hq, D]
+    k = k.view(*lead, c.num_key_value_heads, c.head_dim)          # [..., T, Hkv, D]
+    v = v.view(*lead, c.num_key_value_heads, c.head_dim)
+    if self.rope_kernel is not None:
+        q, k = self.rope_kernel(q, k, self.q_norm.weight if c.qk_norm else None,
+                                self.k_norm.weight if c.qk_norm else None, cos, sin, c.rms_norm_eps)
+    else:
+        if c.qk_norm: q, k = self.q_norm(q), self.k_norm(k)
+        q, k = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
+    return causal_attention(q, k, v) if attn is None else attn(self.layer_idx, q, k, v)
+
+@patch
+def forward(self: Attention, x, cos, sin, attn=None):
+    return self.o_proj(self.attend(self.qkv_proj(x), cos, sin, attn).flatten(-2))   # [..., T, hidden]
 
 # %% ../nbs/01_layers.ipynb #38c0fdbe
 class MLP(nn.Module):

@@ -142,6 +142,7 @@ def pack(self: ModelRunner,
     new = [s.token_ids[c:c + n] for s, c, (_, n) in zip(seqs, start, scheduled)]
     if drafts: new = [x + d for x, d in zip(new, drafts)]
     tables = [bm.block_table(s.seq_id) for s in seqs]
+    lens = np.array([len(t) for t in tables])
     S, L = len(seqs), np.array([len(x) for x in new], dtype=np.int32)
     qsl = np.zeros(S + 1, dtype=np.int32); np.cumsum(L, out=qsl[1:])
     N, stop = int(qsl[-1]), np.array(start, dtype=np.int32) + L       # context after the step
@@ -153,10 +154,10 @@ def pack(self: ModelRunner,
     kind = 'verify' if drafts else 'decode' if N == S == R else 'prefill' if S == 1 else 'mixed'
     if pad is None and self.graphs is not None: pad = self.graphs.padding(kind, S, N, R)
     S2, N2, R2 = pad or (S, N, R)
-    w = max(map(len, tables), default=1)
+    w = int(lens.max(initial=1))                                  # the tables' width
     h, views, used = self._layout(N2, R2, S2, w)
     if self.copied is not None: self.copied.synchronize()
-    t, lens = h['block_tables'], np.array([len(x) for x in tables])
+    t = h['block_tables']
     t.fill(self.spare_block)                                      # padding: the spare block
     t[:S][np.arange(w) < lens[:, None]] = _ints(tables, int(lens.sum()))
     pos = np.arange(N, dtype=np.int32) + np.repeat(stop - L - qsl[:-1], L)

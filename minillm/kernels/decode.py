@@ -188,12 +188,12 @@ MAX_SEQS = 16
 @patch
 def rope_attend(self: PagedAttention, sa, qkv, cos, sin):
     "Attention of attention module `sa` from its qkv rows by `rope_decode`, or None where it does not apply."
-    b, c = self.batch, sa.cfg
-    rows = qkv.reshape(-1, qkv.shape[-1])
+    b, c, n = self.batch, sa.cfg, qkv.numel() // qkv.shape[-1]    # n rows
     if (not ENABLED or self.store is not None or b.max_q_len != 1
-            or rows.shape[0] != b.context_lens.shape[0] or rows.shape[0] > MAX_SEQS):
+            or n != b.context_lens.shape[0] or n > MAX_SEQS):
         # store None: the Triton attention, which stores the new K/V itself
         return None
+    rows = qkv.reshape(n, -1)
     kc, vc = self.kv_caches[sa.layer_idx]
     qw, kw = (sa.q_norm.weight, sa.k_norm.weight) if c.qk_norm else (None, None)
     o = rope_decode(rows, qw, kw, cos, sin, c.rms_norm_eps, kc, vc, b.block_tables, b.context_lens,

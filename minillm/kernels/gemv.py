@@ -12,7 +12,6 @@ import torch.nn.functional as F
 from .attention import pdl_options, gdc_launch_dependents, gdc_wait
 import triton
 import triton.language as tl
-from ..layers import causal_attention
 from .fused import rms_norm, qk_norm_rope, silu_mul
 from ..engine import PLUGINS
 
@@ -309,20 +308,11 @@ def decode_layer(layer, x, residual, cos, sin, attn=None):
             or (qkv_w[2] is None and qkv_w[0].dtype != x.dtype)
             or not (x.is_cuda or os.environ.get('TRITON_INTERPRET') == '1')):
         return None                                                      # the layer runs as written
-    c = sa.cfg
     # norm + qkv (+ new residual)
     h = fused_gemv(x, *qkv_w, norm_weight=n1.weight, eps=n1.eps, residual=residual)
     h, residual = h if residual is not None else (h, x)
-    # rotary and attention in one launch (the decode-step chapter)
-    fused = getattr(attn, 'rope_attend', None)
-    o = fused(sa, h, cos, sin) if fused is not None else None
-    if o is None:
-        # [..., H, D]
-        q, k, v = (t.view(*x.shape[:-1], -1, c.head_dim)
-                   for t in h.split([c.q_size, c.kv_size, c.kv_size], -1))
-        q, k = qk_norm_rope(q, k, sa.q_norm.weight if c.qk_norm else None,
-                            sa.k_norm.weight if c.qk_norm else None, cos, sin, c.rms_norm_eps)
-        o = causal_attention(q, k, v) if attn is None else attn(sa.layer_idx, q, k, v)
+    # q/k norm, rotary, attention: in one launch where `attn` offers it (the decode-step chapter)
+    o = sa.attend(h, cos, sin, attn)
     h, residual = fused_gemv(sa.o_proj(o.flatten(-2)), *gu_w, norm_weight=n2.weight, eps=n2.eps,
                              residual=residual, swiglu=True)
     return mlp.down_proj(h), residual
