@@ -5,14 +5,16 @@ Run from the repository root:
   PYTHONPATH=.:benchmarks python3 benchmarks/serve_load.py                       # the embedded default model, CPU
   PYTHONPATH=.:benchmarks python3 benchmarks/serve_load.py --preset qwen3-0.6b   # random-weight Qwen3-0.6B, GPU
 At each concurrency c: `per-client * c` requests of random prompts (`--input-len` tokens in, `--output-len` out,
-ignore_eos) go to the engine directly with c in flight at a time (offline), then to `minillm serve` from c streaming
-clients (raw SSE over httpx, in `--client-procs` processes, so that parsing the events does not limit the server).
-Reported: output tokens/s, time to first token and time per output token after the first (p50, p99), server /
-offline throughput, and for the server what its `/metrics` saw meanwhile (the engine's own mean latencies, the
-requests running and waiting).
+ignore_eos) go to the engine directly with c in flight at a time (offline), and the same requests to `minillm serve`
+from c streaming clients (raw SSE over httpx, in `--client-procs` processes, so that parsing the events does not limit
+the server). The two run side by side, each with half the GPU's memory, and take turns: `--repeats` pairs of runs, the
+first mode alternating, so that a machine that speeds up or slows down during the call (seen: 20% within a minute)
+does not favour either. Reported: output tokens/s, time to first token and time per output token after the first
+(p50, p99), server / offline throughput (the median of the pairs' ratios), and for the server what its `/metrics` saw
+meanwhile (the engine's own mean latencies, the requests running and waiting).
 Writes serve_load.json to $OUT if set, else to benchmarks/results/.
 """
-import argparse, asyncio, gc, importlib.util, json, multiprocessing, statistics, sys, threading, time
+import argparse, asyncio, importlib.util, json, multiprocessing, statistics, sys, threading, time
 import concurrent.futures as cf
 import numpy as np, torch, httpx
 from minillm import LLM, SamplingParams
@@ -123,7 +125,17 @@ def watched(pool, srv, prompts, max_tokens: int, c: int) -> dict:
 def median_run(mode: str, c: int, runs: list) -> dict:
     "The run of median throughput, with every run's throughput beside it."
     m = sorted(runs, key=lambda r: r['tokens_per_s'])[len(runs) // 2]
-    return dict(mode=mode, concurrency=c, **m, runs_tokens_per_s=[r['tokens_per_s'] for r in runs])
+    keys = ('tokens_per_s', 'tpot_ms', 'engine_tpot_ms', 'running_mean', 'running_mid_mean')
+    return dict(mode=mode, concurrency=c, **m, runs_tokens_per_s=[r['tokens_per_s'] for r in runs],
+                runs=[{k: r[k] for k in keys if k in r} for r in runs])    # every run in short, in order
+
+def pairs(run_offline, run_server, repeats: int) -> tuple:
+    "`repeats` offline and server runs taking turns (offline first in even pairs): both lists of runs."
+    off, srv = [], []
+    for k in range(repeats):
+        for mode in (('offline', 'server') if k % 2 == 0 else ('server', 'offline')):
+            (off if mode == 'offline' else srv).append(run_offline(k) if mode == 'offline' else run_server(k))
+    return off, srv
 
 def positive(v: str) -> int:
     "An argparse type: an int >= 1."
@@ -140,7 +152,7 @@ def main():
     p.add_argument('--input-len', type=positive, default=256)
     p.add_argument('--output-len', type=positive, default=128)
     p.add_argument('--port', type=int, default=8321)
-    p.add_argument('--repeats', type=positive, default=1, help='runs of each mode and concurrency; the median is reported')
+    p.add_argument('--repeats', type=positive, default=3, help='pairs of runs (offline, server) at each concurrency; medians are reported')
     p.add_argument('--client-procs', type=positive, default=8, help='processes the clients are spread over')
     a = p.parse_args()
     try: cs = [positive(x) for x in a.concurrency.split(',')]
@@ -161,31 +173,31 @@ def main():
              http_stack={m: importlib.util.find_spec(m) is not None for m in ('uvloop', 'httptools')})   # uvicorn's picks
     save = saver(R, 'serve_load')
 
-    with LLM(model, **engine_args) as llm:
-        offline(llm.engine, warm, sp, max(cs))               # warm-up: kernels, graphs
-        for c in cs:
-            R['rows'].append(median_run('offline', c, [offline(llm.engine, prompts[c, k], sp, c) for k in range(a.repeats)]))
-            log(R['rows'][-1])
-    gc.collect(); torch.cuda.empty_cache() if torch.cuda.is_available() else None
-
-    flags = ['--model', model, '--dtype', a.dtype, '--device', a.device, '--max-num-seqs', str(max(cs))]
+    flags = ['--model', model, '--dtype', a.dtype, '--device', a.device, '--max-num-seqs', str(max(cs)),
+             '--gpu-memory-utilization', '0.45']                 # the offline engine takes the rest
     mp = multiprocessing.get_context('spawn')
-    with server_process(*flags, port=a.port) as srv, cf.ProcessPoolExecutor(a.client_procs, mp_context=mp) as pool:
-        served(pool, srv.url, warm, a.output_len, max(cs))   # warm-up
+    with (server_process(*flags, port=a.port) as srv, LLM(model, **engine_args) as llm,
+          cf.ProcessPoolExecutor(a.client_procs, mp_context=mp) as pool):
+        offline(llm.engine, warm, sp, max(cs))                   # warm-ups: kernels, graphs, connections
+        served(pool, srv.url, warm, a.output_len, max(cs))
         for c in cs:
-            runs = [watched(pool, srv, prompts[c, k], a.output_len, c) for k in range(a.repeats)]
-            R['rows'].append(median_run('server', c, runs))
+            off, srv_runs = pairs(lambda k: offline(llm.engine, prompts[c, k], sp, c),
+                                  lambda k: watched(pool, srv, prompts[c, k], a.output_len, c), a.repeats)
+            ratios = [s['tokens_per_s'] / o['tokens_per_s'] for o, s in zip(off, srv_runs)]
+            R['rows'] += [dict(median_run('offline', c, off), vs_offline=1.0),
+                          dict(median_run('server', c, srv_runs), vs_offline=statistics.median(ratios),
+                               pair_ratios=ratios)]
             log(R['rows'][-1])
-    off = {r['concurrency']: r['tokens_per_s'] for r in R['rows'] if r['mode'] == 'offline'}
-    for r in R['rows']: r['vs_offline'] = r['tokens_per_s'] / off[r['concurrency']]
-    save()
+            save()
 
     print(f"\n{R['model']} on {R['device']}, {a.input_len} -> {a.output_len} tokens, {a.per_client} requests per client, "
-          f"median of {a.repeats} run(s)")
+          f"median of {a.repeats} run(s) each, taking turns (vs offline: the median of the pairs' ratios)")
     print(f"{'mode':8} {'conc':>4} {'tokens/s':>10} {'vs offline':>10} {'TTFT p50':>9} {'p99':>8} {'TPOT p50':>9} {'p99':>8}  (ms)")
     for r in R['rows']:
         print(f"{r['mode']:8} {r['concurrency']:4} {r['tokens_per_s']:10.1f} {r['vs_offline']:10.3f} "
               f"{r['ttft_ms']['p50']:9.2f} {r['ttft_ms']['p99']:8.2f} {r['tpot_ms']['p50']:9.2f} {r['tpot_ms']['p99']:8.2f}")
+    for r in (r for r in R['rows'] if r['mode'] == 'server'):
+        print(f"{r['concurrency']:4} clients, server / offline in each pair: " + ', '.join(f'{x:.3f}' for x in r['pair_ratios']))
     print("\nthe server's runs as its engine saw them (means; from a request's arrival in the engine):")
     for r in (r for r in R['rows'] if r['mode'] == 'server'):
         print(f"{r['concurrency']:4} clients: TTFT {r['engine_ttft_ms']:.1f} ms, TPOT {r['engine_tpot_ms']:.2f} ms, "

@@ -60,9 +60,6 @@ def _engine_main(config: EngineConfig, conn):
     pending, ready = {}, True                              # outputs not sent yet; may we send?
     try:
         while True:
-            idle = not engine.has_unfinished_requests()
-            if idle and not pending: conn.send(('stats', stats()))
-            if idle: conn.poll(None)   # wait for a command (or for the server to be ready)
             while conn.poll():
                 cmd, *args = conn.recv()
                 if cmd == 'stop': return engine.close()
@@ -71,19 +68,22 @@ def _engine_main(config: EngineConfig, conn):
                     engine.abort_request(args[0])
                     for r in args[0]: pending.pop(r, None)
                 else: conn.send(('added', args[0], _add(engine, *args)))
-            if engine.has_unfinished_requests():
-                try: outs = engine.step()
-                except Exception as e:   # not a failed request (the engine handles those): a bug
-                    traceback.print_exc()
-                    engine.abort_request(list(engine.requests))
-                    pending.clear()
-                    conn.send(('fail', f"internal error: {e!r}"))
-                    continue
-                for o in map(_wire, outs):
-                    pending[o[0]] = _merge(pending[o[0]], o) if o[0] in pending else o
             if ready and pending:   # one message in flight: the rest wait, merged
                 conn.send(('outputs', list(pending.values()), stats()))
                 pending, ready = {}, False
+            if not engine.has_unfinished_requests():
+                if not pending: conn.send(('stats', stats()))
+                conn.poll(None)     # idle: wait for a command (a request, or the server's 'read')
+                continue
+            try: outs = engine.step()
+            except Exception as e:   # not a failed request (the engine handles those): a bug
+                traceback.print_exc()
+                engine.abort_request(list(engine.requests))
+                pending.clear()
+                conn.send(('fail', f"internal error: {e!r}"))
+                continue
+            for o in map(_wire, outs):
+                pending[o[0]] = _merge(pending[o[0]], o) if o[0] in pending else o
     except (EOFError, OSError): pass                       # the server is gone
 
 # %% ../nbs/09b_server.ipynb #9b000045
