@@ -14,9 +14,9 @@ does not favour either. Reported: output tokens/s, time to first token and time 
 meanwhile (the engine's own mean latencies, the requests running and waiting).
 Writes serve_load.json to $OUT if set, else to benchmarks/results/.
 """
-import argparse, asyncio, importlib.util, json, multiprocessing, os, statistics, sys, threading, time
+import argparse, asyncio, importlib.util, json, multiprocessing, statistics, sys, threading, time
 import concurrent.futures as cf
-import numpy as np, torch, httpx, psutil
+import numpy as np, torch, httpx
 from minillm import LLM, SamplingParams
 from minillm.server import server_process
 from helpers.bench_io import log, saver
@@ -88,6 +88,7 @@ def scrape(url: str) -> dict:
 
 def cpu_seconds(pid: int) -> dict:
     "CPU seconds (user + system) so far of process `pid` (the server) and of its children (the engine), by name."
+    import psutil
     p = psutil.Process(pid)
     procs = {'server': p, **{f'child {k.pid}': k for k in p.children(recursive=True)}}
     return {k: sum(v.cpu_times()[:2]) for k, v in procs.items()}
@@ -128,32 +129,13 @@ def median_run(mode: str, c: int, runs: list) -> dict:
     return dict(mode=mode, concurrency=c, **m, runs_tokens_per_s=[r['tokens_per_s'] for r in runs],
                 runs=[{k: r[k] for k in keys if k in r} for r in runs])    # every run in short, in order
 
-def pairs(run_offline, run_server, repeats: int, cpus=None) -> tuple:
-    """`repeats` offline and server runs taking turns (offline first in even pairs): both lists of runs. With `cpus`
-    (`placement`'s), this process runs an offline run on the engine's core and a server run on the clients' cores."""
+def pairs(run_offline, run_server, repeats: int) -> tuple:
+    "`repeats` offline and server runs taking turns (offline first in even pairs): both lists of runs."
     off, srv = [], []
     for k in range(repeats):
         for mode in (('offline', 'server') if k % 2 == 0 else ('server', 'offline')):
-            if cpus: os.sched_setaffinity(0, cpus['engine' if mode == 'offline' else 'clients'])
             (off if mode == 'offline' else srv).append(run_offline(k) if mode == 'offline' else run_server(k))
     return off, srv
-
-def placement() -> dict | None:
-    """CPUs for the engine (one), the HTTP server (one) and the clients (the rest), each on cores of its own (a
-    core's hyperthreads kept together), so that the load's clients do not slow either engine's host loop; None where
-    there are fewer than 4 cores or no affinity (not Linux)."""
-    if not hasattr(os, 'sched_setaffinity'): return None
-    cores = {}
-    for c in sorted(os.sched_getaffinity(0)):
-        f = f'/sys/devices/system/cpu/cpu{c}/topology/thread_siblings_list'
-        cores.setdefault(open(f).read().strip() if os.path.exists(f) else c, []).append(c)
-    cores = list(cores.values())
-    if len(cores) < 4: return None
-    return dict(engine={cores[0][0]}, server={cores[1][0]}, clients={c for k in cores[2:] for c in k})
-
-def pin(pid: int, cpus: set):
-    "Every thread of process `pid` on `cpus`."
-    for t in psutil.Process(pid).threads(): os.sched_setaffinity(t.id, cpus)
 
 def positive(v: str) -> int:
     "An argparse type: an int >= 1."
@@ -172,8 +154,6 @@ def main():
     p.add_argument('--port', type=int, default=8321)
     p.add_argument('--repeats', type=positive, default=3, help='pairs of runs (offline, server) at each concurrency; medians are reported')
     p.add_argument('--client-procs', type=positive, default=8, help='processes the clients are spread over')
-    p.add_argument('--no-pin', dest='pin', action='store_false',
-                   help="leave the processes where the OS puts them (default: the engines, the HTTP server and the clients each on cores of their own, where there are 4 or more)")
     a = p.parse_args()
     try: cs = [positive(x) for x in a.concurrency.split(',')]
     except argparse.ArgumentTypeError as e: p.error(f"argument --concurrency: each value {e}")
@@ -196,19 +176,13 @@ def main():
     flags = ['--model', model, '--dtype', a.dtype, '--device', a.device, '--max-num-seqs', str(max(cs)),
              '--gpu-memory-utilization', '0.45']                 # the offline engine takes the rest
     mp = multiprocessing.get_context('spawn')
-    cpus = placement() if a.pin else None
-    R['cpus'] = cpus and {k: sorted(v) for k, v in cpus.items()}
     with (server_process(*flags, port=a.port) as srv, LLM(model, **engine_args) as llm,
-          cf.ProcessPoolExecutor(a.client_procs, mp_context=mp, initializer=os.sched_setaffinity if cpus else None,
-                                 initargs=(0, cpus['clients']) if cpus else ()) as pool):
-        if cpus:
-            pin(srv.pid, cpus['server'])
-            for p in psutil.Process(srv.pid).children(recursive=True): pin(p.pid, cpus['engine'])
+          cf.ProcessPoolExecutor(a.client_procs, mp_context=mp) as pool):
         offline(llm.engine, warm, sp, max(cs))                   # warm-ups: kernels, graphs, connections
         served(pool, srv.url, warm, a.output_len, max(cs))
         for c in cs:
             off, srv_runs = pairs(lambda k: offline(llm.engine, prompts[c, k], sp, c),
-                                  lambda k: watched(pool, srv, prompts[c, k], a.output_len, c), a.repeats, cpus)
+                                  lambda k: watched(pool, srv, prompts[c, k], a.output_len, c), a.repeats)
             ratios = [s['tokens_per_s'] / o['tokens_per_s'] for o, s in zip(off, srv_runs)]
             R['rows'] += [dict(median_run('offline', c, off), vs_offline=1.0),
                           dict(median_run('server', c, srv_runs), vs_offline=statistics.median(ratios),
