@@ -84,6 +84,12 @@ def __contains__(self: BlockManager, seq_id): return seq_id in self._tables
 @patch
 def block_table(self: BlockManager, seq_id) -> list[int]: return list(self._table(seq_id))
 @patch
+def tables(self: BlockManager, seq_ids) -> list:
+    "The block tables of `seq_ids` as held, not copied: to read at once (a step packs them)."
+    try: return [self._tables[i] for i in seq_ids]
+    except KeyError as e:
+        raise ValueError(f"unknown seq_id {e.args[0]!r}: allocate it first (or it was freed)") from None
+@patch
 def num_cached_tokens(self: BlockManager, seq_id) -> int:
     "Tokens of `seq_id` covered by prefix-cache hits at its first allocation."
     self._table(seq_id); return self._num_cached[seq_id]

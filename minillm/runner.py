@@ -141,7 +141,7 @@ def pack(self: ModelRunner,
     start = [s.num_computed for s in seqs]
     new = [s.token_ids[c:c + n] for s, c, (_, n) in zip(seqs, start, scheduled)]
     if drafts: new = [x + d for x, d in zip(new, drafts)]
-    tables = [bm.block_table(s.seq_id) for s in seqs]
+    tables = bm.tables([s.seq_id for s in seqs]) if seqs else []     # no manager for all-padding
     lens = np.array([len(t) for t in tables])
     S, L = len(seqs), np.array([len(x) for x in new], dtype=np.int32)
     qsl = np.zeros(S + 1, dtype=np.int32); np.cumsum(L, out=qsl[1:])
