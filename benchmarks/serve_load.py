@@ -7,11 +7,11 @@ Run from the repository root:
 At each concurrency c: `per-client * c` requests of random prompts (`--input-len` tokens in, `--output-len` out,
 ignore_eos) go to the engine directly with c in flight at a time (offline), and the same requests to `minillm serve`
 from c streaming clients (raw SSE over httpx, in `--client-procs` processes, so that parsing the events does not limit
-the server). The two run side by side, each with half the GPU's memory, and take turns: `--repeats` pairs of runs, the
-first mode alternating, so that a machine that speeds up or slows down during the call (seen: 20% within a minute)
-does not favour either. Reported: output tokens/s, time to first token and time per output token after the first
-(p50, p99), server / offline throughput (the median of the pairs' ratios), and for the server what its `/metrics` saw
-meanwhile (the engine's own mean latencies, the requests running and waiting).
+the server). The two run side by side, each with half the GPU's memory, and take turns: `--repeats` pairs of runs,
+the first mode alternating, so that a machine that speeds up or slows down during the call (seen: 14% between the
+offline engine's runs in one call) does not favour either. Reported: output tokens/s, time to first token and time
+per output token after the first (p50, p99), server / offline throughput (the median of the pairs' ratios), and for
+the server what its `/metrics` saw meanwhile (the engine's own mean latencies, the requests running and waiting).
 Writes serve_load.json to $OUT if set, else to benchmarks/results/.
 """
 import argparse, asyncio, importlib.util, json, multiprocessing, statistics, sys, threading, time
