@@ -208,7 +208,8 @@ def _decode_kernel(q_ptr, k_ptr, v_ptr, bt_ptr, ctx_ptr, out_ptr, po_ptr, plse_p
                    BLOCK_H: tl.constexpr, D: tl.constexpr, BS: tl.constexpr, BLOCK_N: tl.constexpr,
                    SPLITS: tl.constexpr, NEW: tl.constexpr, PREC: tl.constexpr, PDL: tl.constexpr):
     _pdl_start(PDL)
-    s, kvh, split = tl.program_id(0), tl.program_id(1), tl.program_id(2)
+    # the KV heads of one sequence run side by side: they read the same blocks
+    kvh, s, split = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     ctx = tl.load(ctx_ptr + s)
     offs_h, offs_d = tl.arange(0, BLOCK_H), tl.arange(0, D)
     hmask = offs_h < G
@@ -341,7 +342,7 @@ def _launch_decode(q, k_cache, v_cache, block_tables, context_lens, scale, out, 
     scale = d ** -0.5 if scale is None else scale
     num_splits, po, plse = _split_partials(num_splits, out, hkv)
     kn, vn, slots = (k, v, slot_mapping) if new else (q, q, context_lens)
-    _decode_kernel[(s, hkv, num_splits)](
+    _decode_kernel[(hkv, s, num_splits)](
         q, k_cache, v_cache, block_tables, context_lens, out, po, plse, kn, vn, slots,
         scale * 1.4426950408889634, q.stride(0), q.stride(1), *k_cache.stride()[:3],
         *v_cache.stride()[:3], block_tables.stride(0), out.stride(0), out.stride(1), kn.stride(0),
