@@ -17,6 +17,7 @@ from triton.testing import do_bench_cudagraph
 from minillm.kernels.attention import _launch_decode, _decode_config
 from minillm.workloads import nanovllm_workload, request_lengths
 from helpers.bench_io import log, saver
+from helpers.paged_steps import paged_step, reference
 
 ap = argparse.ArgumentParser()
 ap.add_argument('--before', required=True, help="a folder holding the earlier build's minillm package")
@@ -39,30 +40,10 @@ steps = [(f'nano-vllm t={t}', [p + t for p, o in zip(plens, olens) if o > t]) fo
 steps += [('batch 64, ctx 320', [320] * 64), ('batch 256, ctx 320', [320] * 256), ('64 x 4096', [4096] * 64)]
 g = torch.Generator('cuda').manual_seed(0)
 
-def reference(q, kc, vc, bt, ctxs):
-    "Attention of each sequence's one query over its cached keys, gathered and computed in fp32."
-    out, bs = torch.empty_like(q), kc.shape[1]
-    for r, c in enumerate(ctxs):
-        blocks = bt[r, :-(-c // bs)].long()
-        k, v = (x[blocks].flatten(0, 1)[:c].float() for x in (kc, vc))      # [c, Hkv, D]
-        rep = q.shape[1] // k.shape[1]
-        k, v = k.repeat_interleave(rep, 1), v.repeat_interleave(rep, 1)
-        p = torch.einsum('hd,chd->hc', q[r].float(), k) * q.shape[-1] ** -0.5
-        out[r] = torch.einsum('hc,chd->hd', p.softmax(-1), v).to(q.dtype)
-    return out
-
-def step(name, ctxs, hq=16, hkv=8, d=128, bs=16, dt=torch.bfloat16):
-    S, nblk = len(ctxs), sum(-(-c // bs) for c in ctxs)
-    kc = torch.randn(nblk + 1, bs, hkv, d, dtype=dt, device='cuda', generator=g)
-    vc = torch.randn(kc.shape, dtype=dt, device='cuda', generator=g)
-    perm = torch.randperm(nblk, device='cuda', generator=g).int()
-    bt = torch.zeros(S, -(-max(ctxs) // bs), dtype=torch.int32, device='cuda')
-    i = 0
-    for r, c in enumerate(ctxs):
-        n = -(-c // bs); bt[r, :n] = perm[i:i + n]; i += n
-    lens = torch.tensor(ctxs, dtype=torch.int32, device='cuda')
-    q = torch.randn(S, hq, d, dtype=dt, device='cuda', generator=g)
-    ref, row = reference(q, kc, vc, bt, ctxs), dict(step=name, S=S, heads=(hq, hkv, d), ctx_mean=sum(ctxs) / S)
+def step(name, ctxs, hq=16, hkv=8, d=128):
+    q, kc, vc, bt, lens = paged_step(ctxs, hq, hkv, d, generator=g)
+    S = len(ctxs)
+    ref, row = reference(q, kc, vc, bt, lens), dict(step=name, S=S, heads=(hq, hkv, d), ctx_mean=sum(ctxs) / S)
     gb = sum(ctxs) * hkv * d * 2 * kc.element_size() / 1e9
     cfg = _decode_config(q)
     runs = dict(now=lambda o: _launch_decode(q, kc, vc, bt, lens, None, o, 1, **cfg),

@@ -12,35 +12,18 @@ from triton.testing import do_bench_cudagraph
 from minillm.kernels.attention import _launch_decode, _decode_config, _split_partials
 from minillm.workloads import nanovllm_workload, request_lengths
 from helpers.bench_io import log, saver
+from helpers.paged_steps import paged_step, reference
 
 R = dict(errors={}, rows=[])
 save = saver(R, 'decode_splits_gpu')
-hq, hkv, d, bs, dt = 16, 8, 128, 16, torch.bfloat16
+hq, hkv, d = 16, 8, 128
 plens, olens = request_lengths(nanovllm_workload())
 g = torch.Generator('cuda').manual_seed(0)
 
-def reference(q, kc, vc, bt, ctxs):
-    "Attention of each sequence's one query over its cached keys, gathered and computed in fp32."
-    out = torch.empty_like(q)
-    for r, c in enumerate(ctxs):
-        k, v = (x[bt[r, :-(-c // bs)].long()].flatten(0, 1)[:c].float().repeat_interleave(hq // hkv, 1)
-                for x in (kc, vc))
-        p = torch.einsum('hd,chd->hc', q[r].float(), k) * d ** -0.5
-        out[r] = torch.einsum('hc,chd->hd', p.softmax(-1), v).to(q.dtype)
-    return out
-
 for t in (500, 600, 700, 800, 850, 900, 950, 1000):
     ctxs = [p + t for p, o in zip(plens, olens) if o > t]
-    S, nblk = len(ctxs), sum(-(-c // bs) for c in ctxs)
-    kc = torch.randn(nblk + 1, bs, hkv, d, dtype=dt, device='cuda', generator=g)
-    vc = torch.randn(kc.shape, dtype=dt, device='cuda', generator=g)
-    perm, i = torch.randperm(nblk, device='cuda', generator=g).int(), 0
-    bt = torch.zeros(S, -(-max(ctxs) // bs), dtype=torch.int32, device='cuda')
-    for r, c in enumerate(ctxs):
-        n = -(-c // bs); bt[r, :n] = perm[i:i + n]; i += n
-    lens = torch.tensor(ctxs, dtype=torch.int32, device='cuda')
-    q = torch.randn(S, hq, d, dtype=dt, device='cuda', generator=g)
-    ref, gb = reference(q, kc, vc, bt, ctxs), sum(ctxs) * hkv * d * 4 / 1e9
+    q, kc, vc, bt, lens = paged_step(ctxs, hq, hkv, d, generator=g)
+    S, ref, gb = len(ctxs), reference(q, kc, vc, bt, lens), sum(ctxs) * hkv * d * 4 / 1e9
     auto = _split_partials(None, torch.empty(S, hq, d, device='cuda'), hkv)[0]
     row = dict(t=t, S=S, ctx_mean=sum(ctxs) / S, auto=auto, us={}, max_err={})
     for sp in sorted({auto, 1, 2, 3, 4, 6, 8}):
