@@ -7,7 +7,7 @@ the batch workloads, a long-context batch and Qwen2.5-0.5B's heads. Each is chec
 fp32 by PyTorch, then timed from a CUDA graph; bandwidth counts the keys and values read.
 
 Run from the repository root, with the build before unpacked beside:
-  git archive 701beb8 minillm | tar -x -C /tmp/before
+  mkdir -p /tmp/before && git archive 701beb8 minillm | tar -x -C /tmp/before
   PYTHONPATH=.:benchmarks python3 benchmarks/decode_order_gpu.py --before /tmp/before
 Writes decode_order_gpu.json to $OUT if set, else to benchmarks/results/.
 """

@@ -131,11 +131,10 @@ def median_run(mode: str, c: int, runs: list) -> dict:
 
 def pairs(run_offline, run_server, repeats: int) -> tuple:
     "`repeats` offline and server runs taking turns (offline first in even pairs): both lists of runs."
-    off, srv = [], []
+    off, srv = (run_offline, []), (run_server, [])
     for k in range(repeats):
-        for mode in (('offline', 'server') if k % 2 == 0 else ('server', 'offline')):
-            (off if mode == 'offline' else srv).append(run_offline(k) if mode == 'offline' else run_server(k))
-    return off, srv
+        for run, runs in ((off, srv) if k % 2 == 0 else (srv, off)): runs.append(run(k))
+    return off[1], srv[1]
 
 def positive(v: str) -> int:
     "An argparse type: an int >= 1."
