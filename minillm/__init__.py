@@ -3,7 +3,8 @@ __version__ = "0.1.0"
 _API = {'LLM': 'minillm.llm', 'LLMEngine': 'minillm.engine', 'EngineConfig': 'minillm.engine',
         'SamplingParams': 'minillm.sampling', 'load_model': 'minillm.loading'}
 # the chapters that plug into the engine when imported: kernels, graphs, speculation, int8
-_PLUGINS = ('minillm.kernels.attention', 'minillm.kernels.gemv', 'minillm.kernels.decode', 'minillm.cuda_graphs', 'minillm.speculative', 'minillm.quant')
+_PLUGINS = ('minillm.kernels.attention', 'minillm.kernels.gemv', 'minillm.kernels.decode',
+            'minillm.kernels.persistent', 'minillm.cuda_graphs', 'minillm.speculative', 'minillm.quant')
 
 def load_plugins():
     "Import every plugin chapter (a chapter whose dependencies are missing, e.g. no Triton, is skipped)."

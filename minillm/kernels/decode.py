@@ -58,16 +58,15 @@ def _check_rope_decode(qkv, cos, sin, k_cache, v_cache, block_tables, context_le
     return out, q_view, c2, s2
 
 # %% ../../nbs/10c_decode_step.ipynb #d920b06a
-@triton.jit(do_not_specialize=['s_bt'])
-def _rope_decode_kernel(x_ptr, qw_ptr, kw_ptr, cos_ptr, sin_ptr, k_ptr, v_ptr, bt_ptr, ctx_ptr,
-                        slot_ptr, out_ptr, po_ptr, plse_ptr, lock_ptr, qk_scale, eps,
-                        s_x, s_c, s_kb, s_kt, s_kh, s_vb, s_vt, s_vh, s_bt, s_os, s_oh,
-                        HQ: tl.constexpr, HKV: tl.constexpr, G: tl.constexpr, BLOCK_H: tl.constexpr,
-                        D: tl.constexpr, BS: tl.constexpr, BLOCK_N: tl.constexpr,
-                        SPLITS: tl.constexpr, NORM: tl.constexpr, PREC: tl.constexpr,
-                        PDL: tl.constexpr):
-    _pdl_start(PDL)
-    s, kvh, split = tl.program_id(0), tl.program_id(1), tl.program_id(2)
+@triton.jit
+def _rope_decode_program(s, kvh, split, x_ptr, qw_ptr, kw_ptr, cos_ptr, sin_ptr, k_ptr, v_ptr,
+                         bt_ptr, ctx_ptr, slot_ptr, out_ptr, po_ptr, plse_ptr, lock_ptr, qk_scale, eps,
+                         s_x, s_c, s_kb, s_kt, s_kh, s_vb, s_vt, s_vh, s_bt, s_os, s_oh,
+                         HQ: tl.constexpr, HKV: tl.constexpr, G: tl.constexpr,
+                         BLOCK_H: tl.constexpr, D: tl.constexpr, BS: tl.constexpr,
+                         BLOCK_N: tl.constexpr, SPLITS: tl.constexpr, NORM: tl.constexpr,
+                         PREC: tl.constexpr):
+    "One program's work: sequence `s`, KV head `kvh`, split `split` of its keys."
     ctx = tl.load(ctx_ptr + s)
     offs_h, offs_d = tl.arange(0, BLOCK_H), tl.arange(0, D)
     hmask = offs_h < G
@@ -152,6 +151,22 @@ def _rope_decode_kernel(x_ptr, qw_ptr, kw_ptr, cos_ptr, sin_ptr, k_ptr, v_ptr, b
                      mask=hmask[:, None])
             # ready for the next step (or graph replay)
             tl.atomic_xchg(lock_ptr + s * HKV + kvh, 0)
+
+# one program a (sequence, KV head, split)
+@triton.jit(do_not_specialize=['s_bt'])
+def _rope_decode_kernel(x_ptr, qw_ptr, kw_ptr, cos_ptr, sin_ptr, k_ptr, v_ptr, bt_ptr, ctx_ptr,
+                        slot_ptr, out_ptr, po_ptr, plse_ptr, lock_ptr, qk_scale, eps,
+                        s_x, s_c, s_kb, s_kt, s_kh, s_vb, s_vt, s_vh, s_bt, s_os, s_oh,
+                        HQ: tl.constexpr, HKV: tl.constexpr, G: tl.constexpr, BLOCK_H: tl.constexpr,
+                        D: tl.constexpr, BS: tl.constexpr, BLOCK_N: tl.constexpr,
+                        SPLITS: tl.constexpr, NORM: tl.constexpr, PREC: tl.constexpr,
+                        PDL: tl.constexpr):
+    _pdl_start(PDL)
+    _rope_decode_program(tl.program_id(0), tl.program_id(1), tl.program_id(2), x_ptr, qw_ptr,
+                         kw_ptr, cos_ptr, sin_ptr, k_ptr, v_ptr, bt_ptr, ctx_ptr, slot_ptr, out_ptr,
+                         po_ptr, plse_ptr, lock_ptr, qk_scale, eps, s_x, s_c, s_kb, s_kt, s_kh, s_vb,
+                         s_vt, s_vh, s_bt, s_os, s_oh, HQ, HKV, G, BLOCK_H, D, BS, BLOCK_N, SPLITS,
+                         NORM, PREC)
 
 # %% ../../nbs/10c_decode_step.ipynb #b9d67d7f
 def rope_decode(qkv, q_weight, k_weight, cos, sin, eps, k_cache, v_cache, block_tables,

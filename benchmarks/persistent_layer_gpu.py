@@ -1,0 +1,123 @@
+#!/usr/bin/env python3
+"""Chapter 10d's persistent decoder layer (`persistent_layer`: one launch a layer) against the fused decoder layer it
+replaces (`decode_layer`: five launches), for one token of one sequence on random layers of the exact shapes, bf16,
+blocks of 16, a 320-token context: the same outputs (and the five-launch form of the kernel bit for bit), a graph of
+a whole step's layers replayed many times, then µs a layer of every layer of a step replayed from a CUDA graph, with
+the rate that reads the layer's weights at, over tile configurations.
+
+Run from the repository root:  PYTHONPATH=.:benchmarks python3 benchmarks/persistent_layer_gpu.py
+Writes persistent_layer_gpu.json to $OUT if set, else to benchmarks/results/.
+"""
+import types
+import torch
+from minillm.config import ModelConfig
+from minillm.loading import PRESETS
+from minillm.model import QwenForCausalLM
+from minillm.runner import PagedAttention
+from minillm.kernels.attention import paged_attention
+from minillm.kernels.gemv import use_fused_kernels, decode_layer
+from minillm.kernels import persistent as P
+from helpers.bench_io import log, saver, run_section
+from helpers.graph_timing import graph_us
+
+R = dict(errors={}, correct=[], replay={}, timing=[])
+save = saver(R, 'persistent_layer_gpu')
+dev, dt, bs, ctx = 'cuda', torch.bfloat16, 16, 320
+CONFIGS = [(8, 512, 8), (4, 512, 8), (16, 512, 8), (8, 512, 4)]     # BLOCK_N, BLOCK_K, num_warps
+
+def setup(preset, layers=None, dtype=dt):
+    "A random model of `preset`'s shapes (its first `layers` layers) on the fused kernels, a paged cache, a one-token step's `attn`."
+    c = {k: v for k, v in PRESETS[preset].items() if k in ModelConfig.__dataclass_fields__}
+    cfg = ModelConfig(**(c | dict(num_hidden_layers=layers or c['num_hidden_layers'])))
+    torch.manual_seed(0)
+    with torch.device(dev): m = QwenForCausalLM(cfg).to(dtype).eval()
+    for n, p in m.named_parameters():
+        torch.nn.init.normal_(p, mean=1.0 if 'norm' in n else 0.0, std=0.1 if 'norm' in n else 0.02)
+    use_fused_kernels(m)
+    L, w = cfg.num_hidden_layers, -(-ctx // bs)
+    caches = [tuple(torch.randn(w + 1, bs, cfg.num_key_value_heads, cfg.head_dim, dtype=dtype,
+                                device=dev) for _ in range(2)) for _ in range(L)]
+    bt = torch.randperm(w, device=dev).int()[None]
+    b = types.SimpleNamespace(max_q_len=1, block_tables=bt,
+                              context_lens=torch.tensor([ctx], dtype=torch.int32, device=dev),
+                              slot_mapping=(bt[:, (ctx - 1) // bs] * bs + (ctx - 1) % bs).int())
+    out = torch.empty(1, cfg.num_attention_heads, cfg.head_dim, dtype=dtype, device=dev)
+    attn = PagedAttention(caches, b, out, store=None, attend=paged_attention)
+    m.rotary.build(dev)
+    cos, sin = m.rotary(torch.tensor([[ctx - 1]], device=dev))
+    x = torch.randn(1, 1, cfg.hidden_size, dtype=dtype, device=dev)
+    return m, cfg, caches, attn, cos, sin, x
+
+def chain(m, f, x, cos, sin, attn):
+    "A step's layers through `f` (the layer function), as `QwenModel` runs them."
+    res = None
+    for layer in m.model.layers: x, res = f(layer, x, res, cos, sin, attn)
+    return x, res
+
+def correct():
+    for preset in ('qwen3-0.6b', 'qwen2.5-0.5b'):
+        m, cfg, caches, attn, cos, sin, x = setup(preset, layers=2)
+        snap = [(k.clone(), v.clone()) for k, v in caches]
+        with torch.no_grad():
+            a = chain(m, P.persistent_layer, x, cos, sin, attn)
+            ca = [(k.clone(), v.clone()) for k, v in caches]
+            for (k, v), (k0, v0) in zip(caches, snap): k.copy_(k0); v.copy_(v0)
+            b = chain(m, decode_layer, x, cos, sin, attn)
+            cb = [(k.clone(), v.clone()) for k, v in caches]
+            for (k, v), (k0, v0) in zip(caches, snap): k.copy_(k0); v.copy_(v0)
+            layer = m.model.layers[0]
+            kc, vc = caches[0]
+            args = (layer, x.reshape(-1), None, cos.reshape(-1, cfg.head_dim)[0],
+                    sin.reshape(-1, cfg.head_dim)[0], kc, vc, attn.batch.block_tables[0],
+                    attn.batch.context_lens, attn.batch.slot_mapping)
+            one = [t.clone() for t in P.layer_step(*args)]
+            kc.copy_(snap[0][0]); vc.copy_(snap[0][1])
+            five = P.layer_step(*args, sync=False)
+        torch.cuda.synchronize()
+        w = P._WORK[next(k for k in P._WORK if k[0].type == 'cuda')]
+        r = dict(preset=preset,
+                 max_diff_out=(a[0] - b[0]).abs().max().item(), max_diff_res=(a[1] - b[1]).abs().max().item(),
+                 out_scale=b[0].abs().max().item(),
+                 caches_max_diff=max((p - q).abs().max().item() for s, t in zip(ca, cb) for p, q in zip(s, t)),
+                 one_launch_equals_five=all(torch.equal(p, q) for p, q in zip(one, five)),
+                 counters_zero=w['bar'].item() == 0 and w['locks'].abs().sum().item() == 0)
+        R['correct'].append(r); log(r)
+
+def replay():
+    "A step's 28 layers in one graph replayed 2,000 times: each replay gives the first one's output (the counters reset)."
+    m, cfg, caches, attn, cos, sin, x = setup('qwen3-0.6b')
+    g, outs = torch.cuda.CUDAGraph(), []
+    with torch.no_grad():
+        st = torch.cuda.Stream(); st.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(st): chain(m, P.persistent_layer, x, cos, sin, attn)
+        torch.cuda.current_stream().wait_stream(st)
+        with torch.cuda.graph(g): y = chain(m, P.persistent_layer, x, cos, sin, attn)[0]
+    g.replay(); first = y.clone()
+    for _ in range(2000): g.replay()                       # a barrier that never opens hangs here
+    torch.cuda.synchronize()
+    R['replay'] = dict(replays=2000, equal_to_first=bool(torch.equal(y, first))); log(R['replay'])
+
+def timing():
+    for preset, layers in (('qwen3-0.6b', None), ('qwen2.5-0.5b', None), ('qwen3-8b', 4)):
+        m, cfg, caches, attn, cos, sin, x = setup(preset, layers)
+        L = cfg.num_hidden_layers
+        h, i, q, kv = cfg.hidden_size, cfg.intermediate_size, cfg.q_size, cfg.kv_size
+        mb = 2 * (h * (q + 2 * kv) + q * h + 2 * h * i + i * h) / 1e6          # a layer's weights
+        f = lambda fn: [lambda: chain(m, fn, x, cos, sin, attn)]
+        with torch.no_grad():
+            five = graph_us(f(decode_layer)) / L
+            row = dict(preset=preset, layers=L, weight_mb=mb, five_launch_us=five, five_tb_s=mb / five)
+            for cf in CONFIGS if layers is None else CONFIGS[:2]:
+                P.LAYER_CONFIG = cf
+                try: us = graph_us(f(P.persistent_layer)) / L
+                except Exception as e: us = None; log('config', cf, 'failed', repr(e)[:200])
+                row[f'one_launch_us_{cf[0]}x{cf[1]}w{cf[2]}'] = us
+            P.LAYER_CONFIG = CONFIGS[0]
+        R['timing'].append(row); log(row); save()
+
+for fn in (correct, replay, timing): run_section(fn, R, save)
+log('preset          five-launch µs  best one-launch µs  config  weights GB/s (one launch)')
+for r in R['timing']:
+    best = min((v, k) for k, v in r.items() if k.startswith('one_launch_us') and v is not None)
+    log(f"{r['preset']:14} {r['five_launch_us']:10.2f} {best[0]:14.2f}  {best[1][14:]:10} "
+        f"{r['weight_mb'] / best[0]:6.2f} TB/s (five: {r['five_tb_s']:.2f})")
