@@ -23,7 +23,8 @@ from helpers.graph_timing import graph_us
 R = dict(errors={}, correct=[], replay={}, timing=[])
 save = saver(R, 'persistent_layer_gpu')
 dev, dt, bs, ctx = 'cuda', torch.bfloat16, 16, 320
-CONFIGS = [(8, 512, 8), (4, 512, 8), (16, 512, 8), (8, 512, 4)]     # BLOCK_N, BLOCK_K, num_warps
+# BLOCK_K, num_warps, programs a multiprocessor
+CONFIGS = [(512, 8, 1), (256, 8, 1), (1024, 8, 1), (512, 16, 1), (512, 4, 1), (512, 4, 2)]
 
 def setup(preset, layers=None, dtype=dt):
     "A random model of `preset`'s shapes (its first `layers` layers) on the fused kernels, a paged cache, a one-token step's `attn`."
@@ -107,11 +108,11 @@ def timing():
         with torch.no_grad():
             five = graph_us(f(decode_layer)) / L
             row = dict(preset=preset, layers=L, weight_mb=mb, five_launch_us=five, five_tb_s=mb / five)
-            for cf in CONFIGS if layers is None else CONFIGS[:2]:
+            for cf in CONFIGS if layers is None else CONFIGS[:3]:
                 P.LAYER_CONFIG = cf
                 try: us = graph_us(f(P.persistent_layer)) / L
                 except Exception as e: us = None; log('config', cf, 'failed', repr(e)[:200])
-                row[f'one_launch_us_{cf[0]}x{cf[1]}w{cf[2]}'] = us
+                row[f'one_launch_us_k{cf[0]}_w{cf[1]}_p{cf[2]}'] = us
             P.LAYER_CONFIG = CONFIGS[0]
         R['timing'].append(row); log(row); save()
 
