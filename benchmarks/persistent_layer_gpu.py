@@ -17,6 +17,7 @@ from minillm.runner import PagedAttention
 from minillm.kernels.attention import paged_attention
 from minillm.kernels.gemv import use_fused_kernels, decode_layer
 from minillm.kernels import persistent as P
+P.ENABLED = True                                   # off by default in the engine
 from helpers.bench_io import log, saver, run_section
 from helpers.graph_timing import graph_us
 
