@@ -88,7 +88,7 @@ def correct():
 def replay():
     "A step's 28 layers in one graph replayed 2,000 times: each replay gives the first one's output (the counters reset)."
     m, cfg, caches, attn, cos, sin, x = setup('qwen3-0.6b')
-    g, outs = torch.cuda.CUDAGraph(), []
+    g = torch.cuda.CUDAGraph()
     with torch.no_grad():
         st = torch.cuda.Stream(); st.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(st): chain(m, P.persistent_layer, x, cos, sin, attn)

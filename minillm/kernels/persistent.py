@@ -154,6 +154,9 @@ def layer_step(layer, x, residual, cos, sin, k_cache, v_cache, block_table, cont
     sa, mlp, c = layer.self_attn, layer.mlp, layer.self_attn.cfg
     h, i, hq, hkv, d = (c.hidden_size, c.intermediate_size, c.num_attention_heads,
                         c.num_key_value_heads, c.head_dim)
+    if x.shape != (h,) or (residual is not None and residual.shape != (h,)):
+        raise ValueError(f"x and residual must be one row of hidden_size={h}, got "
+                         f"{tuple(x.shape)} and {None if residual is None else tuple(residual.shape)}")
     dev, dt, bs = x.device, x.dtype, k_cache.shape[1]
     nw, per_sm = config or LAYER_CONFIG
     np_ = per_sm * _num_sms(dev)
@@ -172,10 +175,13 @@ def layer_step(layer, x, residual, cos, sin, k_cache, v_cache, block_table, cont
     kw = dict(H=h, I=i, HQ=hq, HKV=hkv, D=d, BS=bs, HAS_RES=residual is not None,
               HAS_BIAS=bqkv is not None, NORM=c.qk_norm, SPLITS=splits,
               ATT_N=_decode_config(w['att'].view(hq, d))['block_n'],
-              BLOCK_H=max(16, triton.next_power_of_2(hq // hkv)), PREC=_prec(dt), NP=np_, HP=triton.next_power_of_2(h),
-              QP=triton.next_power_of_2(hq * d), IP=triton.next_power_of_2(i),
-              num_warps=nw, **{k: triton.next_power_of_2(triton.cdiv(n, np_)) for k, n in
-                               (('RA', (hq + 2 * hkv) * d), ('RC', h), ('RD', i), ('RE', h))})
+              BLOCK_H=max(16, triton.next_power_of_2(hq // hkv)), PREC=_prec(dt), NP=np_,
+              num_warps=nw)
+    p2 = triton.next_power_of_2
+    kw |= dict(HP=p2(h), QP=p2(hq * d), IP=p2(i))                         # whole rows, padded
+    # each program's rows of qkv, o, gate/up, down
+    kw |= {k: p2(triton.cdiv(n, np_)) for k, n in
+           (('RA', (hq + 2 * hkv) * d), ('RC', h), ('RD', i), ('RE', h))}
     if dev.type == 'cuda' if sync is None else sync:
         _layer_kernel[(np_,)](*args, PHASE=-1, **kw, **pdl_options(x))
     else:
