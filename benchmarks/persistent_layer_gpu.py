@@ -8,53 +8,18 @@ the rate that reads the layer's weights at, over tile configurations.
 Run from the repository root:  PYTHONPATH=.:benchmarks python3 benchmarks/persistent_layer_gpu.py
 Writes persistent_layer_gpu.json to $OUT if set, else to benchmarks/results/.
 """
-import types
 import torch
-from minillm.config import ModelConfig
-from minillm.loading import PRESETS
-from minillm.model import QwenForCausalLM
-from minillm.runner import PagedAttention
-from minillm.kernels.attention import paged_attention
-from minillm.kernels.gemv import use_fused_kernels, decode_layer
+from minillm.kernels.gemv import decode_layer
 from minillm.kernels import persistent as P
 P.ENABLED = True                                   # off by default in the engine
 from helpers.bench_io import log, saver, run_section
 from helpers.graph_timing import graph_us
+from helpers.layer_steps import setup, chain, layer_mb
 
 R = dict(errors={}, correct=[], replay={}, timing=[])
 save = saver(R, 'persistent_layer_gpu')
-dev, dt, bs, ctx = 'cuda', torch.bfloat16, 16, 320
 # num_warps, programs a multiprocessor
 CONFIGS = [(8, 1), (16, 1)]
-
-def setup(preset, layers=None, dtype=dt):
-    "A random model of `preset`'s shapes (its first `layers` layers) on the fused kernels, a paged cache, a one-token step's `attn`."
-    c = {k: v for k, v in PRESETS[preset].items() if k in ModelConfig.__dataclass_fields__}
-    cfg = ModelConfig(**(c | dict(num_hidden_layers=layers or c['num_hidden_layers'])))
-    torch.manual_seed(0)
-    with torch.device(dev): m = QwenForCausalLM(cfg).to(dtype).eval()
-    for n, p in m.named_parameters():
-        torch.nn.init.normal_(p, mean=1.0 if 'norm' in n else 0.0, std=0.1 if 'norm' in n else 0.02)
-    use_fused_kernels(m)
-    L, w = cfg.num_hidden_layers, -(-ctx // bs)
-    caches = [tuple(torch.randn(w + 1, bs, cfg.num_key_value_heads, cfg.head_dim, dtype=dtype,
-                                device=dev) for _ in range(2)) for _ in range(L)]
-    bt = torch.randperm(w, device=dev).int()[None]
-    b = types.SimpleNamespace(max_q_len=1, block_tables=bt,
-                              context_lens=torch.tensor([ctx], dtype=torch.int32, device=dev),
-                              slot_mapping=(bt[:, (ctx - 1) // bs] * bs + (ctx - 1) % bs).int())
-    out = torch.empty(1, cfg.num_attention_heads, cfg.head_dim, dtype=dtype, device=dev)
-    attn = PagedAttention(caches, b, out, store=None, attend=paged_attention)
-    m.rotary.build(dev)
-    cos, sin = m.rotary(torch.tensor([[ctx - 1]], device=dev))
-    x = torch.randn(1, 1, cfg.hidden_size, dtype=dtype, device=dev)
-    return m, cfg, caches, attn, cos, sin, x
-
-def chain(m, f, x, cos, sin, attn):
-    "A step's layers through `f` (the layer function), as `QwenModel` runs them."
-    res = None
-    for layer in m.model.layers: x, res = f(layer, x, res, cos, sin, attn)
-    return x, res
 
 def correct():
     for preset in ('qwen3-0.6b', 'qwen2.5-0.5b'):
@@ -103,8 +68,7 @@ def timing():
     for preset, layers in (('qwen3-0.6b', None), ('qwen2.5-0.5b', None)):
         m, cfg, caches, attn, cos, sin, x = setup(preset, layers)
         L = cfg.num_hidden_layers
-        h, i, q, kv = cfg.hidden_size, cfg.intermediate_size, cfg.q_size, cfg.kv_size
-        mb = 2 * (h * (q + 2 * kv) + q * h + 2 * h * i + i * h) / 1e6          # a layer's weights
+        mb = layer_mb(cfg)
         f = lambda fn: [lambda: chain(m, fn, x, cos, sin, attn)]
         with torch.no_grad():
             five = graph_us(f(decode_layer)) / L

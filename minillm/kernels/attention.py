@@ -163,37 +163,47 @@ def store_kv(k, v, k_cache, v_cache, slot_mapping):
 
 # %% ../../nbs/10_triton_attention.ipynb #1e0d2dbe
 @triton.jit
+def _tile(k_ptr, v_ptr, bt_ptr, start, hi, s_kb, s_kt, s_vb, s_vt, BS: tl.constexpr,
+          BLOCK_N: tl.constexpr, D: tl.constexpr, MASKED: tl.constexpr):
+    "Key positions `[BLOCK_N]`, keys and values `[BLOCK_N, D]` of the tile at `start` (masked: those before `hi`)."
+    kv, offs_d = start + tl.arange(0, BLOCK_N), tl.arange(0, D)
+    off = kv % BS
+    if MASKED:
+        valid = kv < hi
+        blk = tl.load(bt_ptr + kv // BS, mask=valid, other=0).to(tl.int64)
+        k = tl.load(k_ptr + blk[:, None] * s_kb + off[:, None] * s_kt + offs_d[None, :],
+                    mask=valid[:, None], other=0.0)
+        v = tl.load(v_ptr + blk[:, None] * s_vb + off[:, None] * s_vt + offs_d[None, :],
+                    mask=valid[:, None], other=0.0)
+    else:
+        blk = tl.load(bt_ptr + kv // BS).to(tl.int64)
+        k = tl.load(k_ptr + blk[:, None] * s_kb + off[:, None] * s_kt + offs_d[None, :])
+        v = tl.load(v_ptr + blk[:, None] * s_vb + off[:, None] * s_vt + offs_d[None, :])
+    return kv, k, v
+
+@triton.jit
+def _online(acc, m_i, l_i, q, kv, k, v, pos, hi, qk_scale, MASKED: tl.constexpr,
+            PREC: tl.constexpr):
+    "One tile's step of the online softmax of the rows `q` `[M, D]`: scores, running max and sum, output."
+    s = tl.dot(q, tl.trans(k), input_precision=PREC) * qk_scale             # [M, BLOCK_N]
+    if MASKED: s = tl.where((kv[None, :] <= pos[:, None]) & (kv < hi)[None, :], s, float('-inf'))
+    m_new = tl.maximum(m_i, tl.max(s, 1))
+    m_use = tl.where(m_new == float('-inf'), 0.0, m_new)
+    p = tl.math.exp2(s - m_use[:, None])
+    alpha = tl.math.exp2(m_i - m_use)
+    l_i = l_i * alpha + tl.sum(p, 1)
+    acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None], input_precision=PREC)
+    return acc, m_new, l_i
+
+@triton.jit
 def _attend(acc, m_i, l_i, q, pos, k_ptr, v_ptr, bt_ptr, lo, hi, qk_scale, s_kb, s_kt, s_vb, s_vt,
             BS: tl.constexpr, BLOCK_N: tl.constexpr, D: tl.constexpr, MASKED: tl.constexpr,
             PREC: tl.constexpr):
     "Online softmax of the rows `q` `[M, D]` over keys [lo, hi) of one sequence, read through its block table."
-    offs_n, offs_d = tl.arange(0, BLOCK_N), tl.arange(0, D)
     for start in range(lo, hi, BLOCK_N):
-        # key positions of this tile
-        kv = start + offs_n
-        off = kv % BS
-        if MASKED:
-            valid = kv < hi
-            blk = tl.load(bt_ptr + kv // BS, mask=valid, other=0).to(tl.int64)
-            k = tl.load(k_ptr + blk[:, None] * s_kb + off[:, None] * s_kt + offs_d[None, :],
-                        mask=valid[:, None], other=0.0)
-            v = tl.load(v_ptr + blk[:, None] * s_vb + off[:, None] * s_vt + offs_d[None, :],
-                        mask=valid[:, None], other=0.0)
-            s = tl.dot(q, tl.trans(k), input_precision=PREC) * qk_scale    # [M, BLOCK_N]
-            s = tl.where((kv[None, :] <= pos[:, None]) & valid[None, :], s, float('-inf'))
-        else:
-            blk = tl.load(bt_ptr + kv // BS).to(tl.int64)
-            # [BLOCK_N, D]
-            k = tl.load(k_ptr + blk[:, None] * s_kb + off[:, None] * s_kt + offs_d[None, :])
-            v = tl.load(v_ptr + blk[:, None] * s_vb + off[:, None] * s_vt + offs_d[None, :])
-            s = tl.dot(q, tl.trans(k), input_precision=PREC) * qk_scale
-        m_new = tl.maximum(m_i, tl.max(s, 1))
-        m_use = tl.where(m_new == float('-inf'), 0.0, m_new)
-        p = tl.math.exp2(s - m_use[:, None])
-        alpha = tl.math.exp2(m_i - m_use)
-        l_i = l_i * alpha + tl.sum(p, 1)
-        acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None], input_precision=PREC)
-        m_i = m_new
+        kv, k, v = _tile(k_ptr, v_ptr, bt_ptr, start, hi, s_kb, s_kt, s_vb, s_vt, BS, BLOCK_N, D,
+                         MASKED)
+        acc, m_i, l_i = _online(acc, m_i, l_i, q, kv, k, v, pos, hi, qk_scale, MASKED, PREC)
     return acc, m_i, l_i
 
 # %% ../../nbs/10_triton_attention.ipynb #2bd9aebf

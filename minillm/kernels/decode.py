@@ -7,7 +7,7 @@ from __future__ import annotations
 import torch
 from fastcore.basics import patch
 from .attention import (   # (chooses the interpreter)
-    pdl_options, _pdl_start, _attend, _prec, _decode_config, _split_partials, _check_attn, _check_int)
+    pdl_options, gdc_launch_dependents, gdc_wait, _tile, _online, _attend, _prec, _decode_config, _split_partials, _check_attn, _check_int)
 import triton
 import triton.language as tl
 from .fused import _rope_halves
@@ -57,48 +57,54 @@ def _check_rope_decode(qkv, cos, sin, k_cache, v_cache, block_tables, context_le
                          f"got {tuple(cos.shape)}")
     return out, q_view, c2, s2
 
-# %% ../../nbs/10c_decode_step.ipynb #d920b06a
+# %% ../../nbs/10c_decode_step.ipynb #ddc083b2
 @triton.jit
-def _rope_decode_program(s, kvh, split, x_ptr, qw_ptr, kw_ptr, cos_ptr, sin_ptr, k_ptr, v_ptr,
-                         bt_ptr, ctx_ptr, slot_ptr, out_ptr, po_ptr, plse_ptr, lock_ptr, qk_scale, eps,
-                         s_x, s_c, s_kb, s_kt, s_kh, s_vb, s_vt, s_vh, s_bt, s_os, s_oh,
-                         HQ: tl.constexpr, HKV: tl.constexpr, G: tl.constexpr,
-                         BLOCK_H: tl.constexpr, D: tl.constexpr, BS: tl.constexpr,
-                         BLOCK_N: tl.constexpr, SPLITS: tl.constexpr, NORM: tl.constexpr,
-                         PREC: tl.constexpr):
-    "One program's work: sequence `s`, KV head `kvh`, split `split` of its keys."
+def _rope_decode_early(s, kvh, split, cos_ptr, sin_ptr, k_ptr, v_ptr, bt_ptr, ctx_ptr, s_c, s_kb,
+                       s_kt, s_kh, s_vb, s_vt, s_vh, s_bt, D: tl.constexpr, BS: tl.constexpr,
+                       BLOCK_N: tl.constexpr, SPLITS: tl.constexpr):
+    "What program (`s`, `kvh`, `split`) reads before it needs the qkv rows: its keys' range, cos and sin, its first tile."
     ctx = tl.load(ctx_ptr + s)
-    offs_h, offs_d = tl.arange(0, BLOCK_H), tl.arange(0, D)
-    hmask = offs_h < G
-    # the query heads of this KV group
-    heads = kvh * G + offs_h
-    # this token's qkv row: q heads, k heads, v heads
-    xs = x_ptr + s.to(tl.int64) * s_x
     half = tl.arange(0, D // 2)[None, :]
     # [1, D/2]
     c1, c2 = tl.load(cos_ptr + s * s_c + half), tl.load(cos_ptr + s * s_c + D // 2 + half)
     s1, s2 = tl.load(sin_ptr + s * s_c + half), tl.load(sin_ptr + s * s_c + D // 2 + half)
-    # [BLOCK_H, D]
-    q = _norm_rope(xs, tl.where(hmask, heads, -1)[:, None], qw_ptr, c1, c2, s1, s2, eps, BLOCK_H, D,
-                   NORM)
     n = tl.maximum(ctx - 1, 0)                                         # keys already in the cache
     # keys per split, in whole tiles
     per = tl.cdiv(tl.cdiv(n, BLOCK_N), SPLITS) * BLOCK_N
     lo = split * per
     hi = tl.minimum(lo + per, n)
-    mid = tl.maximum(lo, tl.minimum(hi, n // BLOCK_N * BLOCK_N))
+    kv, k, v = _tile(k_ptr + kvh * s_kh, v_ptr + kvh * s_vh, bt_ptr + s.to(tl.int64) * s_bt, lo, hi,
+                     s_kb, s_kt, s_vb, s_vt, BS, BLOCK_N, D, True)
+    return ctx, n, lo, hi, c1, c2, s1, s2, kv, k, v
+
+# %% ../../nbs/10c_decode_step.ipynb #eb37f3c1
+@triton.jit
+def _rope_decode_late(s, kvh, split, ctx, n, lo, hi, c1, c2, s1, s2, kv0, k0, v0, x_ptr, qw_ptr,
+                      kw_ptr, k_ptr, v_ptr, bt_ptr, slot_ptr, qk_scale, eps, s_x, s_kb, s_kt, s_kh,
+                      s_vb, s_vt, s_vh, s_bt, HQ: tl.constexpr, HKV: tl.constexpr, G: tl.constexpr,
+                      BLOCK_H: tl.constexpr, D: tl.constexpr, BS: tl.constexpr,
+                      BLOCK_N: tl.constexpr, NORM: tl.constexpr, PREC: tl.constexpr):
+    "The split's attention from the qkv rows on: `(acc, m, l)` of its online softmax."
+    offs_h, offs_d = tl.arange(0, BLOCK_H), tl.arange(0, D)
+    # the query heads of this KV group
+    heads = tl.where(offs_h < G, kvh * G + offs_h, -1)
+    # this token's qkv row: q heads, k heads, v heads
+    xs = x_ptr + s.to(tl.int64) * s_x
+    # [BLOCK_H, D]
+    q = _norm_rope(xs, heads[:, None], qw_ptr, c1, c2, s1, s2, eps, BLOCK_H, D, NORM)
     acc = tl.zeros([BLOCK_H, D], dtype=tl.float32)
     m_i = tl.full([BLOCK_H], float('-inf'), tl.float32)
     l_i = tl.zeros([BLOCK_H], dtype=tl.float32)
-    bt = bt_ptr + s.to(tl.int64) * s_bt
-    kp, vp = k_ptr + kvh * s_kh, v_ptr + kvh * s_vh
     pos = tl.zeros([BLOCK_H], dtype=tl.int32) + n
-    acc, m_i, l_i = _attend(acc, m_i, l_i, q, pos, kp, vp, bt, lo, mid, qk_scale, s_kb, s_kt, s_vb,
+    acc, m_i, l_i = _online(acc, m_i, l_i, q, kv0, k0, v0, pos, hi, qk_scale, True, PREC)
+    bt, kp, vp = bt_ptr + s.to(tl.int64) * s_bt, k_ptr + kvh * s_kh, v_ptr + kvh * s_vh
+    # [nxt, mid): whole tiles; [mid, hi): the ragged end
+    nxt, mid = lo + BLOCK_N, tl.minimum(hi, n // BLOCK_N * BLOCK_N)
+    acc, m_i, l_i = _attend(acc, m_i, l_i, q, pos, kp, vp, bt, nxt, mid, qk_scale, s_kb, s_kt, s_vb,
                             s_vt, BS, BLOCK_N, D, False, PREC)
-    acc, m_i, l_i = _attend(acc, m_i, l_i, q, pos, kp, vp, bt, mid, hi, qk_scale, s_kb, s_kt, s_vb,
-                            s_vt, BS, BLOCK_N, D, True, PREC)
-    # the new token's key: normed, rotated, stored
-    if split == 0:
+    acc, m_i, l_i = _attend(acc, m_i, l_i, q, pos, kp, vp, bt, tl.maximum(mid, nxt), hi, qk_scale,
+                            s_kb, s_kt, s_vb, s_vt, BS, BLOCK_N, D, True, PREC)
+    if split == 0:       # the new token's key: normed, rotated, stored
         one = tl.where(offs_h == 0, HQ + kvh, -1)[:, None]             # row 0 only
         kn = tl.sum(tl.where(offs_h[:, None] == 0,
                              _norm_rope(xs, one, kw_ptr, c1, c2, s1, s2, eps, BLOCK_H, D, NORM),
@@ -117,13 +123,22 @@ def _rope_decode_program(s, kvh, split, x_ptr, qw_ptr, kw_ptr, cos_ptr, sin_ptr,
             acc = (acc * alpha[:, None]
                    + p.to(vn.dtype).to(tl.float32)[:, None] * vn.to(tl.float32)[None, :])
             m_i = m_new
+    return acc, m_i, l_i
+
+# %% ../../nbs/10c_decode_step.ipynb #d32a153b
+@triton.jit
+def _rope_decode_out(s, kvh, split, acc, m_i, l_i, out_ptr, po_ptr, plse_ptr, lock_ptr, s_os, s_oh,
+                     HQ: tl.constexpr, HKV: tl.constexpr, G: tl.constexpr, BLOCK_H: tl.constexpr,
+                     D: tl.constexpr, SPLITS: tl.constexpr):
+    "Store the split's output, or its partial; the last split of the (sequence, KV head) combines them."
+    offs_h, offs_d = tl.arange(0, BLOCK_H), tl.arange(0, D)
+    hmask, heads = offs_h < G, kvh * G + offs_h
     l_safe = tl.where(l_i == 0.0, 1.0, l_i)
     o = acc / l_safe[:, None]
     optrs = out_ptr + s * s_os + heads[:, None] * s_oh + offs_d[None, :]
     if SPLITS == 1:
         tl.store(optrs, o.to(out_ptr.dtype.element_ty), mask=hmask[:, None])
     else:
-        # partials; the last split to finish combines
         base = (s * HQ + heads) * SPLITS   # partials: [S, Hq, SPLITS, (D)]
         tl.store(po_ptr + (base + split)[:, None] * D + offs_d[None, :], o, mask=hmask[:, None])
         tl.store(plse_ptr + base + split,
@@ -152,6 +167,27 @@ def _rope_decode_program(s, kvh, split, x_ptr, qw_ptr, kw_ptr, cos_ptr, sin_ptr,
             # ready for the next step (or graph replay)
             tl.atomic_xchg(lock_ptr + s * HKV + kvh, 0)
 
+# %% ../../nbs/10c_decode_step.ipynb #64bf58b3
+@triton.jit
+def _rope_decode_program(s, kvh, split, x_ptr, qw_ptr, kw_ptr, cos_ptr, sin_ptr, k_ptr, v_ptr,
+                         bt_ptr, ctx_ptr, slot_ptr, out_ptr, po_ptr, plse_ptr, lock_ptr, qk_scale, eps,
+                         s_x, s_c, s_kb, s_kt, s_kh, s_vb, s_vt, s_vh, s_bt, s_os, s_oh,
+                         HQ: tl.constexpr, HKV: tl.constexpr, G: tl.constexpr,
+                         BLOCK_H: tl.constexpr, D: tl.constexpr, BS: tl.constexpr,
+                         BLOCK_N: tl.constexpr, SPLITS: tl.constexpr, NORM: tl.constexpr,
+                         PREC: tl.constexpr, PDL: tl.constexpr = False):
+    "One program's work: sequence `s`, KV head `kvh`, split `split` of its keys (with PDL: the wait after the first part)."
+    ctx, n, lo, hi, c1, c2, s1, s2, kv, k, v = _rope_decode_early(
+        s, kvh, split, cos_ptr, sin_ptr, k_ptr, v_ptr, bt_ptr, ctx_ptr, s_c, s_kb, s_kt, s_kh, s_vb,
+        s_vt, s_vh, s_bt, D, BS, BLOCK_N, SPLITS)
+    if PDL: gdc_wait()
+    acc, m_i, l_i = _rope_decode_late(
+        s, kvh, split, ctx, n, lo, hi, c1, c2, s1, s2, kv, k, v, x_ptr, qw_ptr, kw_ptr, k_ptr, v_ptr,
+        bt_ptr, slot_ptr, qk_scale, eps, s_x, s_kb, s_kt, s_kh, s_vb, s_vt, s_vh, s_bt, HQ, HKV, G,
+        BLOCK_H, D, BS, BLOCK_N, NORM, PREC)
+    _rope_decode_out(s, kvh, split, acc, m_i, l_i, out_ptr, po_ptr, plse_ptr, lock_ptr, s_os, s_oh,
+                     HQ, HKV, G, BLOCK_H, D, SPLITS)
+
 # one program a (sequence, KV head, split)
 @triton.jit(do_not_specialize=['s_bt'])
 def _rope_decode_kernel(x_ptr, qw_ptr, kw_ptr, cos_ptr, sin_ptr, k_ptr, v_ptr, bt_ptr, ctx_ptr,
@@ -161,12 +197,12 @@ def _rope_decode_kernel(x_ptr, qw_ptr, kw_ptr, cos_ptr, sin_ptr, k_ptr, v_ptr, b
                         D: tl.constexpr, BS: tl.constexpr, BLOCK_N: tl.constexpr,
                         SPLITS: tl.constexpr, NORM: tl.constexpr, PREC: tl.constexpr,
                         PDL: tl.constexpr):
-    _pdl_start(PDL)
+    if PDL: gdc_launch_dependents()
     _rope_decode_program(tl.program_id(0), tl.program_id(1), tl.program_id(2), x_ptr, qw_ptr,
                          kw_ptr, cos_ptr, sin_ptr, k_ptr, v_ptr, bt_ptr, ctx_ptr, slot_ptr, out_ptr,
                          po_ptr, plse_ptr, lock_ptr, qk_scale, eps, s_x, s_c, s_kb, s_kt, s_kh, s_vb,
                          s_vt, s_vh, s_bt, s_os, s_oh, HQ, HKV, G, BLOCK_H, D, BS, BLOCK_N, SPLITS,
-                         NORM, PREC)
+                         NORM, PREC, PDL)
 
 # %% ../../nbs/10c_decode_step.ipynb #b9d67d7f
 def rope_decode(qkv, q_weight, k_weight, cos, sin, eps, k_cache, v_cache, block_tables,

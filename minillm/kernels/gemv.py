@@ -76,12 +76,14 @@ def _gemv_kernel(x_ptr, w_ptr, s_ptr, b_ptr, o_ptr, r_ptr, g_ptr, ro_ptr, M, N,
     n_ok = rn < N
     w_ptrs = w_ptr + rn[:, None].to(tl.int64) * stride_wn + rk[None, :]         # [BLOCK_N, BLOCK_K]
     if PDL: gdc_launch_dependents()
-    # no kernel writes weights: the first PRE chunks load before the wait
+    # no kernel writes weights: the first PRE chunks (up to 2 of the up rows) load before the wait
     w0 = _wload(w_ptrs, n_ok, rk < K, EVEN_K)
     if PRE > 1: w1 = _wload(w_ptrs + BLOCK_K, n_ok, rk < K - BLOCK_K, EVEN_K)
     if PRE > 2: w2 = _wload(w_ptrs + 2 * BLOCK_K, n_ok, rk < K - 2 * BLOCK_K, EVEN_K)
     if PRE > 3: w3 = _wload(w_ptrs + 3 * BLOCK_K, n_ok, rk < K - 3 * BLOCK_K, EVEN_K)
     if SWIGLU: u0 = _wload(w_ptrs + N * stride_wn, n_ok, rk < K, EVEN_K)
+    if SWIGLU and PRE > 1:
+        u1 = _wload(w_ptrs + N * stride_wn + BLOCK_K, n_ok, rk < K - BLOCK_K, EVEN_K)
     if PDL: gdc_wait()
     row = m.to(tl.int64) * stride_xm                          # x, residual, new residual: same rows
     if NORM:             # first pass: x + residual (stored by the pid_n == 0 programs), mean square
@@ -112,6 +114,7 @@ def _gemv_kernel(x_ptr, w_ptr, s_ptr, b_ptr, o_ptr, r_ptr, g_ptr, ro_ptr, M, N,
         acc += _wx(w, xf, INT8)
         if SWIGLU:
             if k0 == 0: acc_up += _wx(u0, xf, INT8)
+            elif k0 == BLOCK_K and PRE > 1: acc_up += _wx(u1, xf, INT8)
             else: acc_up += _wx(_wload(w_ptrs + N * stride_wn + k0, n_ok, ok, EVEN_K), xf, INT8)
     y = _rows_out(acc, s_ptr, b_ptr, rn, n_ok, INT8, HAS_BIAS)
     dt = o_ptr.dtype.element_ty
