@@ -57,7 +57,7 @@ def _check_rope_decode(qkv, cos, sin, k_cache, v_cache, block_tables, context_le
                          f"got {tuple(cos.shape)}")
     return out, q_view, c2, s2
 
-# %% ../../nbs/10c_decode_step.ipynb #ddc083b2
+# %% ../../nbs/10c_decode_step.ipynb #efdfef5e
 @triton.jit
 def _rope_decode_early(s, kvh, split, cos_ptr, sin_ptr, k_ptr, v_ptr, bt_ptr, ctx_ptr, s_c, s_kb,
                        s_kt, s_kh, s_vb, s_vt, s_vh, s_bt, D: tl.constexpr, BS: tl.constexpr,
@@ -77,7 +77,7 @@ def _rope_decode_early(s, kvh, split, cos_ptr, sin_ptr, k_ptr, v_ptr, bt_ptr, ct
                      s_kb, s_kt, s_vb, s_vt, BS, BLOCK_N, D, True)
     return ctx, n, lo, hi, c1, c2, s1, s2, kv, k, v
 
-# %% ../../nbs/10c_decode_step.ipynb #eb37f3c1
+# %% ../../nbs/10c_decode_step.ipynb #e8b7a124
 @triton.jit
 def _rope_decode_late(s, kvh, split, ctx, n, lo, hi, c1, c2, s1, s2, kv0, k0, v0, x_ptr, qw_ptr,
                       kw_ptr, k_ptr, v_ptr, bt_ptr, slot_ptr, qk_scale, eps, s_x, s_kb, s_kt, s_kh,
@@ -125,7 +125,7 @@ def _rope_decode_late(s, kvh, split, ctx, n, lo, hi, c1, c2, s1, s2, kv0, k0, v0
             m_i = m_new
     return acc, m_i, l_i
 
-# %% ../../nbs/10c_decode_step.ipynb #d32a153b
+# %% ../../nbs/10c_decode_step.ipynb #3dd5a603
 @triton.jit
 def _rope_decode_out(s, kvh, split, acc, m_i, l_i, out_ptr, po_ptr, plse_ptr, lock_ptr, s_os, s_oh,
                      HQ: tl.constexpr, HKV: tl.constexpr, G: tl.constexpr, BLOCK_H: tl.constexpr,
@@ -167,7 +167,7 @@ def _rope_decode_out(s, kvh, split, acc, m_i, l_i, out_ptr, po_ptr, plse_ptr, lo
             # ready for the next step (or graph replay)
             tl.atomic_xchg(lock_ptr + s * HKV + kvh, 0)
 
-# %% ../../nbs/10c_decode_step.ipynb #64bf58b3
+# %% ../../nbs/10c_decode_step.ipynb #8c073076
 @triton.jit
 def _rope_decode_program(s, kvh, split, x_ptr, qw_ptr, kw_ptr, cos_ptr, sin_ptr, k_ptr, v_ptr,
                          bt_ptr, ctx_ptr, slot_ptr, out_ptr, po_ptr, plse_ptr, lock_ptr, qk_scale, eps,

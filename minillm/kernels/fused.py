@@ -6,7 +6,7 @@
 from __future__ import annotations
 import torch
 # (chooses the interpreter without CUDA)
-from .attention import _pdl_start, pdl_options
+from .attention import _pdl_start, pdl_options, _num_sms
 from ..engine import PLUGINS
 from ..sampling import needs_sort, sample_simple, sampling_rows, upload
 import triton
@@ -177,8 +177,10 @@ def _mix32(x):
 
 # %% ../../nbs/10a_fused_ops.ipynb #a8ddfb8f
 @triton.jit
-def _chunk_max_kernel(x_ptr, s_x, p_ptr, part_ptr, V, CHUNK: tl.constexpr, BLOCK: tl.constexpr):
+def _chunk_max_kernel(x_ptr, s_x, p_ptr, part_ptr, V, CHUNK: tl.constexpr, BLOCK: tl.constexpr,
+                      PDL: tl.constexpr):
     "Pass 1: the largest scaled logit of chunk `c` of row `r`."
+    _pdl_start(PDL)
     r, c, C = tl.program_id(0), tl.program_id(1), tl.num_programs(1)
     t = tl.load(p_ptr + r).to(tl.float32, bitcast=True)          # the temperature, 0: greedy
     tt = tl.where(t == 0.0, 1.0, t)
@@ -194,8 +196,9 @@ def _chunk_max_kernel(x_ptr, s_x, p_ptr, part_ptr, V, CHUNK: tl.constexpr, BLOCK
 # %% ../../nbs/10a_fused_ops.ipynb #752f7c0e
 @triton.jit
 def _chunk_race_kernel(x_ptr, s_x, p_ptr, s_p, base_ptr, part_ptr, best_ptr, idx_ptr, V,
-                       CHUNK: tl.constexpr, BLOCK: tl.constexpr, CP: tl.constexpr):
+                       CHUNK: tl.constexpr, BLOCK: tl.constexpr, CP: tl.constexpr, PDL: tl.constexpr):
     "Pass 2: the exponential race (or the argmax) over chunk `c` of row `r`: its best score and token."
+    _pdl_start(PDL)
     r, c, C = tl.program_id(0), tl.program_id(1), tl.num_programs(1)
     t = tl.load(p_ptr + r).to(tl.float32, bitcast=True)
     mp = tl.load(p_ptr + s_p + r).to(tl.float32, bitcast=True)
@@ -224,14 +227,22 @@ def _chunk_race_kernel(x_ptr, s_x, p_ptr, s_p, base_ptr, part_ptr, best_ptr, idx
 
 # %% ../../nbs/10a_fused_ops.ipynb #01a0b8a2
 @triton.jit
-def _chunk_pick_kernel(best_ptr, idx_ptr, out_ptr, C: tl.constexpr, CP: tl.constexpr):
+def _chunk_pick_kernel(best_ptr, idx_ptr, out_ptr, C: tl.constexpr, CP: tl.constexpr,
+                       PDL: tl.constexpr):
     "The token of row `r`: that of its first chunk with the best score."
+    _pdl_start(PDL)
     r, j = tl.program_id(0), tl.arange(0, CP)
     c = tl.argmax(tl.load(best_ptr + r * C + j, mask=j < C, other=float('-inf')), 0)
     tl.store(out_ptr + r, tl.load(idx_ptr + r * C + c))
 
 # %% ../../nbs/10a_fused_ops.ipynb #1bd277b9
-SAMPLE_CHUNK = 8192   # logits per program, a multiple of 1024: 19 programs a row of 151,936
+SAMPLE_CHUNK = 8192   # most logits per program, a multiple of 1024: 19 programs a row of 151,936
+
+def _sample_chunk(B: int, V: int, device) -> int:
+    "Logits per program: `SAMPLE_CHUNK`, halved (down to 1,024) while `B` rows would make fewer than two programs a multiprocessor."
+    chunk = SAMPLE_CHUNK
+    while chunk % 2048 == 0 and B * triton.cdiv(V, chunk) < 2 * _num_sms(device): chunk //= 2
+    return chunk
 
 def sample_packed(logits, rows, base, out):
     """Tokens `out` `[B]` of `logits` `[B, V]`, each row sampled as `rows` says (`sampling_rows`'
@@ -239,14 +250,15 @@ def sample_packed(logits, rows, base, out):
     (B, V), dev = logits.shape, logits.device
     if B == 0: return out
     logits = logits if logits.stride(1) == 1 else logits.contiguous()
-    C, CP = triton.cdiv(V, SAMPLE_CHUNK), triton.next_power_of_2(triton.cdiv(V, SAMPLE_CHUNK))
+    chunk = _sample_chunk(B, V, dev)
+    C, CP = triton.cdiv(V, chunk), triton.next_power_of_2(triton.cdiv(V, chunk))
     part = torch.empty(3, B, C, dtype=torch.float32, device=dev)      # chunk maxima, scores, tokens
     idx = part[2].view(torch.int32)
-    x, sx = logits, logits.stride(0)
-    _chunk_max_kernel[(B, C)](x, sx, rows, part[0], V, CHUNK=SAMPLE_CHUNK, BLOCK=1024)
+    x, sx, pdl = logits, logits.stride(0), pdl_options(logits)
+    _chunk_max_kernel[(B, C)](x, sx, rows, part[0], V, CHUNK=chunk, BLOCK=1024, **pdl)
     _chunk_race_kernel[(B, C)](x, sx, rows, rows.stride(0), base, part[0], part[1], idx, V,
-                               CHUNK=SAMPLE_CHUNK, BLOCK=1024, CP=CP)
-    _chunk_pick_kernel[(B,)](part[1], idx, out, C=C, CP=CP)
+                               CHUNK=chunk, BLOCK=1024, CP=CP, **pdl)
+    _chunk_pick_kernel[(B,)](part[1], idx, out, C=C, CP=CP, **pdl)
     return out
 
 def sample_fused(logits, params, keys, generator=None, out=None):
