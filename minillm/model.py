@@ -58,14 +58,24 @@ class QwenForCausalLM(nn.Module):
 
 # %% ../nbs/02_model.ipynb #4d19bd74
 @patch
+def embed(self: QwenForCausalLM, input_ids, positions):
+    "The token embeddings and the rotary angles at `positions`: `(x, cos, sin)`."
+    cos, sin = self.rotary(positions)
+    return self.model.embed_tokens(input_ids), cos, sin
+
+@patch
+def decoder(self: QwenForCausalLM, x, cos, sin, attn=None):
+    "Final hidden states from the embeddings `x`: the decoder layers, then the final norm."
+    residual = None
+    for layer in self.model.layers: x, residual = layer(x, residual, cos, sin, attn)
+    return self.model.norm(x, residual)[0]
+
+@patch
 def hidden(self: QwenForCausalLM, input_ids, positions=None, attn=None):
     "Final hidden states `[*input_ids.shape, hidden]`; `positions` defaults to `0..T-1` along the last axis."
     if positions is None:
         positions = torch.arange(input_ids.shape[-1], device=input_ids.device).expand_as(input_ids)
-    cos, sin = self.rotary(positions)
-    x, residual = self.model.embed_tokens(input_ids), None
-    for layer in self.model.layers: x, residual = layer(x, residual, cos, sin, attn)
-    return self.model.norm(x, residual)[0]
+    return self.decoder(*self.embed(input_ids, positions), attn)
 
 # %% ../nbs/02_model.ipynb #37bed2f0
 @patch

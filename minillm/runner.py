@@ -84,6 +84,8 @@ def kv_bytes_per_block(cfg, block_size: int, dtype) -> int:
 # %% ../nbs/08a_runner.ipynb #31876541
 class ModelRunner:
     "Runs the model for one `Batch` over a paged KV cache; owns the cache and the step's input buffers."
+    # optional: `(model, batch, sampled) -> (x, cos, sin)`, the step's embeddings in one launch
+    embed_kernel = None
     def __init__(self, model, num_blocks: int, block_size: int,
                  max_tokens: int,            # the largest step: tokens,
                  max_seqs: int,              # sequences,
@@ -192,10 +194,16 @@ def run(self: ModelRunner, batch: Batch):
 
 # %% ../nbs/08a_runner.ipynb #bec25e18
 @patch
-def forward(self: ModelRunner, batch: Batch):
-    "The model on the batch's tokens; logits of its sample rows."
+def embed(self: ModelRunner, batch: Batch):
+    "The step's embeddings and rotary angles `(x, cos, sin)`; a token still in flight is read from `sampled`."
+    if self.embed_kernel is not None: return self.embed_kernel(self.model, batch, self.sampled)
     ids = batch.input_ids
     if batch.fed: ids = torch.where(batch.feed >= 0, self.sampled[batch.feed.clamp(min=0)], ids)
+    return self.model.embed(ids, batch.positions)
+
+@patch
+def forward(self: ModelRunner, batch: Batch):
+    "The model on the batch's tokens; logits of its sample rows (in a decode step, every row)."
     attn = PagedAttention(self.kv_caches, batch, self.attn_out, self.store, self.attend)
-    h = self.model.hidden(ids, batch.positions, attn)                  # [N, hidden]
-    return self.model.logits(h[batch.sample_rows])                     # [R, V]
+    h = self.model.decoder(*self.embed(batch), attn)                    # [N, hidden]
+    return self.model.logits(h if batch.kind == 'decode' else h[batch.sample_rows])   # [R, V]

@@ -59,15 +59,11 @@ def _check_rope_decode(qkv, cos, sin, k_cache, v_cache, block_tables, context_le
 
 # %% ../../nbs/10c_decode_step.ipynb #efdfef5e
 @triton.jit
-def _rope_decode_early(s, kvh, split, cos_ptr, sin_ptr, k_ptr, v_ptr, bt_ptr, ctx_ptr, s_c, s_kb,
-                       s_kt, s_kh, s_vb, s_vt, s_vh, s_bt, D: tl.constexpr, BS: tl.constexpr,
-                       BLOCK_N: tl.constexpr, SPLITS: tl.constexpr):
-    "What program (`s`, `kvh`, `split`) reads before it needs the qkv rows: its keys' range, cos and sin, its first tile."
+def _rope_decode_early(s, kvh, split, k_ptr, v_ptr, bt_ptr, ctx_ptr, s_kb, s_kt, s_kh, s_vb, s_vt,
+                       s_vh, s_bt, D: tl.constexpr, BS: tl.constexpr, BLOCK_N: tl.constexpr,
+                       SPLITS: tl.constexpr):
+    "What program (`s`, `kvh`, `split`) reads before the step's kernels are done: its keys' range and first tile."
     ctx = tl.load(ctx_ptr + s)
-    half = tl.arange(0, D // 2)[None, :]
-    # [1, D/2]
-    c1, c2 = tl.load(cos_ptr + s * s_c + half), tl.load(cos_ptr + s * s_c + D // 2 + half)
-    s1, s2 = tl.load(sin_ptr + s * s_c + half), tl.load(sin_ptr + s * s_c + D // 2 + half)
     n = tl.maximum(ctx - 1, 0)                                         # keys already in the cache
     # keys per split, in whole tiles
     per = tl.cdiv(tl.cdiv(n, BLOCK_N), SPLITS) * BLOCK_N
@@ -75,13 +71,13 @@ def _rope_decode_early(s, kvh, split, cos_ptr, sin_ptr, k_ptr, v_ptr, bt_ptr, ct
     hi = tl.minimum(lo + per, n)
     kv, k, v = _tile(k_ptr + kvh * s_kh, v_ptr + kvh * s_vh, bt_ptr + s.to(tl.int64) * s_bt, lo, hi,
                      s_kb, s_kt, s_vb, s_vt, BS, BLOCK_N, D, True)
-    return ctx, n, lo, hi, c1, c2, s1, s2, kv, k, v
+    return ctx, n, lo, hi, kv, k, v
 
 # %% ../../nbs/10c_decode_step.ipynb #e8b7a124
 @triton.jit
-def _rope_decode_late(s, kvh, split, ctx, n, lo, hi, c1, c2, s1, s2, kv0, k0, v0, x_ptr, qw_ptr,
-                      kw_ptr, k_ptr, v_ptr, bt_ptr, slot_ptr, qk_scale, eps, s_x, s_kb, s_kt, s_kh,
-                      s_vb, s_vt, s_vh, s_bt, HQ: tl.constexpr, HKV: tl.constexpr, G: tl.constexpr,
+def _rope_decode_late(s, kvh, split, ctx, n, lo, hi, kv0, k0, v0, x_ptr, qw_ptr, kw_ptr, cos_ptr,
+                      sin_ptr, k_ptr, v_ptr, bt_ptr, slot_ptr, qk_scale, eps, s_x, s_c, s_kb, s_kt,
+                      s_kh, s_vb, s_vt, s_vh, s_bt, HQ: tl.constexpr, HKV: tl.constexpr, G: tl.constexpr,
                       BLOCK_H: tl.constexpr, D: tl.constexpr, BS: tl.constexpr,
                       BLOCK_N: tl.constexpr, NORM: tl.constexpr, PREC: tl.constexpr):
     "The split's attention from the qkv rows on: `(acc, m, l)` of its online softmax."
@@ -90,6 +86,10 @@ def _rope_decode_late(s, kvh, split, ctx, n, lo, hi, c1, c2, s1, s2, kv0, k0, v0
     heads = tl.where(offs_h < G, kvh * G + offs_h, -1)
     # this token's qkv row: q heads, k heads, v heads
     xs = x_ptr + s.to(tl.int64) * s_x
+    half = tl.arange(0, D // 2)[None, :]
+    # [1, D/2]
+    c1, c2 = tl.load(cos_ptr + s * s_c + half), tl.load(cos_ptr + s * s_c + D // 2 + half)
+    s1, s2 = tl.load(sin_ptr + s * s_c + half), tl.load(sin_ptr + s * s_c + D // 2 + half)
     # [BLOCK_H, D]
     q = _norm_rope(xs, heads[:, None], qw_ptr, c1, c2, s1, s2, eps, BLOCK_H, D, NORM)
     acc = tl.zeros([BLOCK_H, D], dtype=tl.float32)
@@ -177,14 +177,14 @@ def _rope_decode_program(s, kvh, split, x_ptr, qw_ptr, kw_ptr, cos_ptr, sin_ptr,
                          BLOCK_N: tl.constexpr, SPLITS: tl.constexpr, NORM: tl.constexpr,
                          PREC: tl.constexpr, PDL: tl.constexpr = False):
     "One program's work: sequence `s`, KV head `kvh`, split `split` of its keys (with PDL: the wait after the first part)."
-    ctx, n, lo, hi, c1, c2, s1, s2, kv, k, v = _rope_decode_early(
-        s, kvh, split, cos_ptr, sin_ptr, k_ptr, v_ptr, bt_ptr, ctx_ptr, s_c, s_kb, s_kt, s_kh, s_vb,
-        s_vt, s_vh, s_bt, D, BS, BLOCK_N, SPLITS)
+    ctx, n, lo, hi, kv, k, v = _rope_decode_early(s, kvh, split, k_ptr, v_ptr, bt_ptr, ctx_ptr, s_kb,
+                                                  s_kt, s_kh, s_vb, s_vt, s_vh, s_bt, D, BS,
+                                                  BLOCK_N, SPLITS)
     if PDL: gdc_wait()
     acc, m_i, l_i = _rope_decode_late(
-        s, kvh, split, ctx, n, lo, hi, c1, c2, s1, s2, kv, k, v, x_ptr, qw_ptr, kw_ptr, k_ptr, v_ptr,
-        bt_ptr, slot_ptr, qk_scale, eps, s_x, s_kb, s_kt, s_kh, s_vb, s_vt, s_vh, s_bt, HQ, HKV, G,
-        BLOCK_H, D, BS, BLOCK_N, NORM, PREC)
+        s, kvh, split, ctx, n, lo, hi, kv, k, v, x_ptr, qw_ptr, kw_ptr, cos_ptr, sin_ptr, k_ptr, v_ptr,
+        bt_ptr, slot_ptr, qk_scale, eps, s_x, s_c, s_kb, s_kt, s_kh, s_vb, s_vt, s_vh, s_bt, HQ, HKV,
+        G, BLOCK_H, D, BS, BLOCK_N, NORM, PREC)
     _rope_decode_out(s, kvh, split, acc, m_i, l_i, out_ptr, po_ptr, plse_ptr, lock_ptr, s_os, s_oh,
                      HQ, HKV, G, BLOCK_H, D, SPLITS)
 

@@ -13,7 +13,8 @@ import triton
 import triton.language as tl
 
 # %% auto #0
-__all__ = ['SAMPLE_CHUNK', 'rms_norm', 'qk_norm_rope', 'silu_mul', 'sample_packed', 'sample_fused', 'sampling_plugin']
+__all__ = ['SAMPLE_CHUNK', 'rms_norm', 'qk_norm_rope', 'silu_mul', 'embed_inputs', 'embed_plugin', 'sample_packed',
+           'sample_fused', 'sampling_plugin']
 
 # %% ../../nbs/10a_fused_ops.ipynb #e6dc87de
 def _rows(x):
@@ -164,6 +165,47 @@ def silu_mul(gate_up):
         _silu_mul_kernel[(x2.shape[0], triton.cdiv(I, 1024))](
             x2, out, x2.stride(0), I, I, BLOCK=1024, num_warps=4, **pdl_options(x2))
     return out
+
+# %% ../../nbs/10a_fused_ops.ipynb #fd4e7c92
+@triton.jit
+def _embed_kernel(ids_ptr, feed_ptr, sampled_ptr, pos_ptr, w_ptr, cos_ptr, sin_ptr, x_ptr, c_ptr,
+                  s_ptr, H: tl.constexpr, HP: tl.constexpr, D: tl.constexpr, FED: tl.constexpr,
+                  PDL: tl.constexpr):
+    "Token `t`: its id (from `sampled` where `feed` says so), its embedding row, its cos and sin rows."
+    _pdl_start(PDL)
+    t = tl.program_id(0)
+    tok = tl.load(ids_ptr + t)
+    if FED:
+        f = tl.load(feed_ptr + t)
+        if f >= 0: tok = tl.load(sampled_ptr + f).to(tl.int32)
+    h, d = tl.arange(0, HP), tl.arange(0, D)
+    row = tl.load(w_ptr + tok.to(tl.int64) * H + h, mask=h < H)
+    tl.store(x_ptr + t.to(tl.int64) * H + h, row, mask=h < H)
+    p = tl.load(pos_ptr + t).to(tl.int64)
+    tl.store(c_ptr + t * D + d, tl.load(cos_ptr + p * D + d))
+    tl.store(s_ptr + t * D + d, tl.load(sin_ptr + p * D + d))
+
+# %% ../../nbs/10a_fused_ops.ipynb #3d42380e
+def embed_inputs(model, batch, sampled):
+    "`(x, cos, sin)` of `batch`'s tokens, as `ModelRunner.embed` makes them, in one launch."
+    w, rot, N = model.model.embed_tokens.weight, model.rotary, batch.input_ids.shape[0]
+    if rot.cos is None or rot.cos.device != w.device: rot.build(w.device)
+    H, D = w.shape[1], rot.cos.shape[1]
+    x = torch.empty(N, H, dtype=w.dtype, device=w.device)
+    cos, sin = (torch.empty(N, D, dtype=rot.cos.dtype, device=w.device) for _ in range(2))
+    if N: _embed_kernel[(N,)](batch.input_ids, batch.feed, sampled, batch.positions, w, rot.cos,
+                              rot.sin, x, cos, sin, H=H, HP=triton.next_power_of_2(H), D=D,
+                              FED=batch.fed, **pdl_options(x))
+    return x, cos, sin
+
+# %% ../../nbs/10a_fused_ops.ipynb #31bcfff5
+def embed_plugin(engine):
+    "Engine plugin: with the Triton back end, each step's embeddings and rotary angles in one launch."
+    w = engine.model.model.embed_tokens.weight
+    if engine.attention_backend == 'triton' and w.is_floating_point() and w.is_contiguous():
+        engine.runner.embed_kernel = embed_inputs
+
+PLUGINS['fused_embed'] = (10.1, embed_plugin)
 
 # %% ../../nbs/10a_fused_ops.ipynb #a5a00002
 @triton.jit
