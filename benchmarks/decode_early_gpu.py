@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The batch-1 decoder layer with what its kernels can read before their PDL wait read there: the decode attention's
-context length, cos and sin, block table and first tile of cached keys and values (chapter 10c), and the first two
+context length, block table and first tile of cached keys and values (chapter 10c), and the first two
 chunks of the up rows beside the gate rows in the gate/up GEMV (chapter 10b). Random layers of the exact shapes, bf16,
 blocks of 16:
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 import torch
 from fastcore.basics import patch
 from .attention import (   # (chooses the interpreter)
-    pdl_options, gdc_launch_dependents, gdc_wait, _tile, _online, _attend, _prec, _decode_config, _split_partials, _check_attn, _check_int)
+    pdl_options, gdc_launch_dependents, gdc_wait, _tile, _online, _attend, _prec, _decode_config,
+    _split_partials, _check_attn, _check_int)
 import triton
 import triton.language as tl
 from .fused import _rope_halves
