@@ -84,6 +84,9 @@ def _gemv_kernel(x_ptr, w_ptr, s_ptr, b_ptr, o_ptr, r_ptr, g_ptr, ro_ptr, M, N,
     if SWIGLU: u0 = _wload(w_ptrs + N * stride_wn, n_ok, rk < K, EVEN_K)
     if SWIGLU and PRE > 1:
         u1 = _wload(w_ptrs + N * stride_wn + BLOCK_K, n_ok, rk < K - BLOCK_K, EVEN_K)
+    # the norm weight's first two chunks too
+    if NORM: g0 = _ld(g_ptr + rk, rk < K, EVEN_K)
+    if NORM and PRE > 1: g1 = _ld(g_ptr + BLOCK_K + rk, rk < K - BLOCK_K, EVEN_K)
     if PDL: gdc_wait()
     row = m.to(tl.int64) * stride_xm                          # x, residual, new residual: same rows
     if NORM:             # first pass: x + residual (stored by the pid_n == 0 programs), mean square
@@ -103,7 +106,10 @@ def _gemv_kernel(x_ptr, w_ptr, s_ptr, b_ptr, o_ptr, r_ptr, g_ptr, ro_ptr, M, N,
         ok = rk < K - k0
         x = _act(x_ptr + row + k0 + rk, r_ptr + row + k0 + rk, ok, EVEN_K, HAS_RES)
         if NORM:         # normalised, rounded, times the norm weight, rounded: as RMSNorm
-            g = _ld(g_ptr + k0 + rk, ok, EVEN_K).to(tl.float32)
+            if k0 == 0: g = g0
+            elif k0 == BLOCK_K and PRE > 1: g = g1
+            else: g = _ld(g_ptr + k0 + rk, ok, EVEN_K)
+            g = g.to(tl.float32)
             x = ((x.to(tl.float32) * rstd).to(x.dtype).to(tl.float32) * g).to(x.dtype)
         xf = x.to(tl.float32)
         if k0 == 0: w = w0
