@@ -23,6 +23,7 @@ class LLM:
         self.tokenizer, self.config = self.engine.tokenizer, self.engine.config
         self._lock = threading.Lock()              # one engine call (add, abort, step) at a time
         self._inbox = {}                           # request id -> outputs its caller has not taken
+        self._callers = 0                          # `_results` loops running now (threads, open streams)
         self._ids = itertools.count()
         self.last_run = {}
 
@@ -88,6 +89,7 @@ def _submit(self: LLM, prompts, params, stream: bool) -> list:
 def _results(self: LLM, ids):
     "Yield the engine's outputs for requests `ids` until each has finished, stepping the engine as needed."
     pending = set(ids)
+    with self._lock: self._callers += 1
     try:
         while pending:
             with self._lock:
@@ -97,14 +99,16 @@ def _results(self: LLM, ids):
                         raise RuntimeError("the engine lost requests")
                     for o in eng.step(): self._inbox.setdefault(o.request_id, []).append(o)
                 mine = [o for i in list(pending) for o in self._inbox.pop(i, [])]
-            # locks are not fair: let a thread that waits for this one take it before we step again
-            time.sleep(0)
+            # locks are not fair: let another caller take it before we step again (a sleep, even
+            # of 0 s, lasts the kernel's timer slack, about 0.1 ms: only when there is one)
+            if self._callers > 1: time.sleep(0)
             for o in mine:
                 if o.finished: pending.discard(o.request_id)
                 yield o
     finally:                                       # a caller that stopped early: abort its requests
-        if pending:
-            with self._lock:
+        with self._lock:
+            self._callers -= 1
+            if pending:
                 if self.engine is not None: self.engine.abort_request(list(pending))
                 for i in pending: self._inbox.pop(i, None)
 
