@@ -3,7 +3,7 @@
 
 Run from the repository root:  PYTHONPATH=. python3 benchmarks/int8_rmsnorm_gpu.py [--sweep] [--smoke]
   --sweep  also time the candidate tile configurations of the int8 kernels per M (how the table in
-           minillm.quant was chosen; results/int8_rmsnorm_gpu.json is such a run)
+           minillm.quant was chosen; results/int8_rmsnorm_h200_20261129_cb5e77d.json is such a run)
   --smoke  CPU dry run on tiny shapes (Triton interpreter, PyTorch RMSNorm): checks this script, measures nothing
 Correctness first, then timing; a short table last. Kernel timings replay a CUDA graph of back-to-back calls
 (as a decode step runs) over enough copies of the weights that they come from HBM, not L2 (triton.testing.do_bench,
