@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Where the batch-1 decode attention's 9 µs go: chapter 10c's one-launch kernel (`rope_decode`) beside variants of it
+"""Where the batch-1 decode attention's time goes: chapter 10c's one-launch kernel (`rope_decode`) beside variants of it
 that leave one stage out (the combine, the q/k norm and rotary) or do a stage another way (the scores and the
 weighted values on CUDA cores instead of `tl.dot`, whose 16-row tiles hold 2 real rows for Qwen3-0.6B; the combine's
 loads in one round trip; splits without keys leaving at once), then the best in the whole batch-1 layer.
