@@ -160,7 +160,6 @@ def cand(dot=True, rope=True, comb=1, exit=False, warps=None, block_n=None, spli
         S, hq = qkv.shape[0], num_heads
         cfg = _decode_config(q_view)
         nsp, po, plse = _split_partials(splits or num_splits, out, hkv)
-        if nsp == 1: po, plse = (torch.empty(S, hq, 1, d, device=out.device), torch.empty(S, hq, 1, device=out.device))
         norm, g = q_weight is not None, hq // hkv
         sc = (d ** -0.5 if scale is None else scale) * 1.4426950408889634
         _cand_kernel[(S, hkv, nsp)](
@@ -223,11 +222,11 @@ if __name__ == '__main__':
                               (torch.bfloat16, (14, 2, 64))):
                 hq, hkv, d = heads
                 for S, ctx in ((1, [1]), (1, [320]), (1, [1000]), (3, [5, 300, 2000])):
-                        same, err = check_one(f, S, hq, hkv, d, ctx, dt, dev)
-                        worst = max(worst, err)
-                        if not same or err > (1e-5 if dt == torch.float32 else 1e-2):
-                            R['check'].append(dict(variant=name, dt=str(dt), heads=(hq, hkv, d), S=S,
-                                                   ctx=ctx, caches_equal=same, rel_err=err))
+                    same, err = check_one(f, S, hq, hkv, d, ctx, dt, dev)
+                    worst = max(worst, err)
+                    if not same or err > (1e-5 if dt == torch.float32 else 1e-2):
+                        R['check'].append(dict(variant=name, dt=str(dt), heads=(hq, hkv, d), S=S,
+                                               ctx=ctx, caches_equal=same, rel_err=err))
             R['check'].append(dict(variant=name, worst_rel_err=worst)); log(name, 'worst', worst)
 
     def chain():
@@ -238,7 +237,8 @@ if __name__ == '__main__':
             for name, f in (COMPLETE | PARTIAL).items():
                 call = lambda f=f: f(*args[:5], 1e-6, *args[5:], 16, out=out)
                 us = graph_us([call] * 28, rep=100)
-                R['chain'].append(dict(variant=name, ctx=ctx, us=us)); log(f"chain ctx {ctx} {name}: {us:.2f} µs")
+                R['chain'].append(dict(variant=name, ctx=ctx, us=us))
+                log(f"chain ctx {ctx} {name}: {us:.2f} µs")
             save()
 
     def layer():
@@ -249,8 +249,10 @@ if __name__ == '__main__':
         for preset, ctx in (('qwen3-0.6b', 320), ('qwen3-0.6b', 1024), ('qwen3-0.6b', 4096),
                             ('qwen2.5-0.5b', 320)):
             m, cfg, caches, attn, cos, sin, x = setup(preset, ctx=ctx)
-            for name in ('dot, combine in two passes (= rope_decode)', 'cuda cores, one-trip combine, empty splits exit',
-                         'dot, one-trip combine, empty splits exit', 'cuda cores, one-trip, exit, 32-key tiles'):
+            for name in ('dot, combine in two passes (= rope_decode)',
+                         'cuda cores, one-trip combine, empty splits exit',
+                         'dot, one-trip combine, empty splits exit',
+                         'cuda cores, one-trip, exit, 32-key tiles'):
                 DEC.rope_decode = COMPLETE[name]
                 with torch.no_grad():
                     us = graph_us([lambda: lchain(m, decode_layer, x, cos, sin, attn)], rep=200)
