@@ -145,7 +145,7 @@ def packed_decode(eng, b):
 
 def recaptured(r, b):
     "The engine's decode step of bucket `b` (the static batch its graph reads) recaptured: (graph, logits)."
-    return capture_graph(lambda: r.forward(r.graphs.static['decode', b]), r.graphs.pool)
+    return capture_graph(lambda: r.forward(r.graphs.static[r.graphs.key('decode', b)]), r.graphs.pool)
 
 def step_table(variants):
     "ms per graphed Qwen3-0.6B decode step at batch 1, 8 and 64 for each `(label, setup)`: `setup()`, then recapture."

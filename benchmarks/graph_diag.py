@@ -18,7 +18,7 @@ def packed_decode(b):
 
 for b in (1, 64):
     ids = packed_decode(b)
-    g = G.graphs['decode', b]
+    g = G.graphs[G.key('decode', b)]
     for _ in range(3): g.replay()
     torch.cuda.synchronize(); t0 = time.perf_counter()
     for _ in range(50): g.replay()
@@ -27,6 +27,6 @@ for b in (1, 64):
 from torch.profiler import profile, ProfilerActivity
 ids = packed_decode(1)
 with profile(activities=[ProfilerActivity.CUDA]) as prof:
-    G.graphs['decode', 1].replay(); torch.cuda.synchronize()
+    G.graphs[G.key('decode', 1)].replay(); torch.cuda.synchronize()
 eng.abort_request(ids)
 print(prof.key_averages().table(sort_by='cuda_time_total', row_limit=12))

@@ -88,7 +88,7 @@ def step_ms(llm, n=100, blocks=3, ctx=320):
     batch = r.pack([(seq, 1)], bm)                           # where graph ('decode', 1) reads it
     assert batch.padded and batch.kind == 'decode'
     G.tables[:1, :batch.block_tables.shape[1]] = batch.block_tables   # as `GraphBank.replay` does
-    g = capture_graph(lambda: r.forward(G.static['decode', 1]), G.pool)[0]   # the engine's step, recaptured
+    g = capture_graph(lambda: r.forward(G.static[G.key('decode', 1)]), G.pool)[0]   # the engine's step, recaptured
     for _ in range(5): g.replay()
     dts = []
     for _ in range(blocks):

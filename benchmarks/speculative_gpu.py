@@ -92,9 +92,9 @@ def steps():
         for b in (1, 8, 64):
             ids, decode, verify = packed(eng, b, k)
             decode()
-            decode_ms = replay_ms(G.graphs['decode', b])
+            decode_ms = replay_ms(G.graphs[G.key('decode', b)])
             verify()
-            r = dict(k=k, batch=b, decode_ms=decode_ms, verify_ms=replay_ms(G.graphs['verify', b]))
+            r = dict(k=k, batch=b, decode_ms=decode_ms, verify_ms=replay_ms(G.graphs[G.key('verify', b)]))
             eng.abort_request(ids)
             res.append(r); log(f"k={k} batch {b:2}: decode step {r['decode_ms']:.3f} ms, verify step ({k + 1} rows a sequence) {r['verify_ms']:.3f} ms")
         del llm; torch.cuda.empty_cache()

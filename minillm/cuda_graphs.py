@@ -37,11 +37,12 @@ def capture_graph(fn, pool=None):
 BY_TOKENS = ('prefill', 'mixed')
 
 class GraphBank:
-    "CUDA graphs of a runner's step, one per (kind, bucket), each reading a static batch in place."
+    "CUDA graphs of a runner's step, one per (kind, bucket, splits), each reading a static batch in place."
     def __init__(self, runner, emulate: bool = False,
                  sampler=None,   # `(logits, rows, base, out)`: samples in the graph (None: not)
                  seed: int = 0):
         self.emulate, self.buckets, self.tokens, self.seqs, self.replays = emulate, {}, {}, {}, {}
+        self.splits = {}                # (kind, bucket): the attention's split counts, each a graph
         shape, dev = (runner.max_seqs, runner.max_width), runner.device
         # static tables
         self.tables = torch.full(shape, runner.spare_block, dtype=torch.int32, device=dev)
@@ -75,6 +76,10 @@ class GraphBank:
         b = next((x for x in self.buckets[kind] if x >= size), None)
         return None if b is None else self._pad(kind, b)
 
+    def key(self, kind: str, b: int, long: bool = False) -> tuple:
+        "The key of the `kind` graph of bucket `b`; a decode step's for short or `long` contexts."
+        return kind, b, self.splits[kind, b][-1 if long else 0]
+
 # %% ../nbs/11_cuda_graphs.ipynb #3eac1202
 @patch
 def add(self: GraphBank, runner, kind: str, buckets, tokens: int = 1, seqs: int = 1):
@@ -89,11 +94,16 @@ def add(self: GraphBank, runner, kind: str, buckets, tokens: int = 1, seqs: int 
         batch = dataclasses.replace(batch, kind=kind, max_q_len=max_q,
                                     fed=kind in ('decode', 'mixed'),
                                     block_tables=self.tables[:pad[0]])
-        self.static[kind, b] = batch
-        if not self.emulate:
-            g, self.outputs[kind, b] = capture_graph(lambda: self._step(runner.forward, batch),
-                                                      self.pool)
-            self.graphs[kind, b], self.pool = g, g.pool()
+        # a decode step's splits: the shortest and the longest contexts' (the count has two values)
+        f = runner.decode_splits if kind == 'decode' else None
+        self.splits[kind, b] = sorted({f(b, 0), f(b, 2**31)}) if f else [None]
+        for n in self.splits[kind, b]:
+            key = kind, b, n
+            self.static[key] = dataclasses.replace(batch, num_splits=n)
+            if self.emulate: continue
+            g, self.outputs[key] = capture_graph(lambda: self._step(runner.forward, self.static[key]),
+                                                 self.pool)
+            self.graphs[key], self.pool = g, g.pool()
     if not self.emulate: torch.cuda.synchronize()
 
 # %% ../nbs/11_cuda_graphs.ipynb #67a46a6f
@@ -101,7 +111,7 @@ def add(self: GraphBank, runner, kind: str, buckets, tokens: int = 1, seqs: int 
 def replay(self: GraphBank, batch, forward):
     "Logits of all rows of `batch`, packed for one of the graphs (`forward`: the step, when emulating)."
     S, N = batch.block_tables.shape[0], batch.input_ids.shape[0]
-    key = batch.kind, N if batch.kind in BY_TOKENS else S
+    key = batch.kind, N if batch.kind in BY_TOKENS else S, batch.num_splits
     self.tables[:S, :batch.block_tables.shape[1]] = batch.block_tables
     self.replays[batch.kind] += 1
     if self.emulate: return self._step(forward, self.static[key])

@@ -35,6 +35,7 @@ class Batch:
     context_lens: torch.Tensor       # [S] tokens in each sequence's context after this step
     query_start_loc: torch.Tensor    # [S + 1] where each sequence's tokens start in the pack
     block_tables: torch.Tensor       # [S, w]
+    num_splits: int | None = None    # decode: splits per KV head of its attention (None: the kernel's)
 
 # %% ../nbs/08a_runner.ipynb #1276fd32
 def _aligned(n: int) -> int: return -(-n // 4) * 4      # int32 entries to the next 16-byte boundary
@@ -53,8 +54,8 @@ def batch_views(buf, N: int, R: int, S: int, w: int) -> dict:
 
 # %% ../nbs/08a_runner.ipynb #99ed94ad
 def attend_ref(q, k_cache, v_cache, block_tables, context_lens, query_start_loc, max_q_len,
-               out=None):
-    "The reference attention with the runner's signature (`max_q_len` and `out` are for the kernels)."
+               out=None, num_splits=None):
+    "The reference attention with the runner's signature (`max_q_len`, `out`, `num_splits`: for the kernels)."
     return paged_attention_ref(q, k_cache, v_cache, block_tables, context_lens, query_start_loc)
 
 # %% ../nbs/08a_runner.ipynb #877d44d0
@@ -69,11 +70,11 @@ class PagedAttention:
     def __call__(self, layer, q, k, v):
         kc, vc, b = *self.kv_caches[layer], self.batch
         args = q, kc, vc, b.block_tables, b.context_lens, b.query_start_loc, b.max_q_len
-        out = self.out[:q.shape[0]]
+        kw = dict(out=self.out[:q.shape[0]], num_splits=b.num_splits)
         if self.store is None:                                         # attend stores them itself
-            return self.attend(*args, out=out, k=k, v=v, slot_mapping=b.slot_mapping)
+            return self.attend(*args, k=k, v=v, slot_mapping=b.slot_mapping, **kw)
         self.store(k, v, kc, vc, b.slot_mapping)
-        return self.attend(*args, out=out)
+        return self.attend(*args, **kw)
 
 # %% ../nbs/08a_runner.ipynb #da50612e
 def kv_bytes_per_block(cfg, block_size: int, dtype) -> int:
@@ -86,6 +87,8 @@ class ModelRunner:
     "Runs the model for one `Batch` over a paged KV cache; owns the cache and the step's input buffers."
     # optional: `(model, batch, sampled) -> (x, cos, sin)`, the step's embeddings in one launch
     embed_kernel = None
+    # optional: `(sequences, mean context) -> splits per KV head` of a decode step's attention
+    decode_splits = None
     def __init__(self, model, num_blocks: int, block_size: int,
                  max_tokens: int,            # the largest step: tokens,
                  max_seqs: int,              # sequences,
@@ -182,7 +185,10 @@ def pack(self: ModelRunner,
     h['query_start_loc'][:S + 1], h['query_start_loc'][S + 1:] = qsl, np.arange(N + 1, N + 1 + S2 - S)
     self.inputs[:used].copy_(self.host[:used], non_blocking=True)
     if self.copied is not None: self.copied.record()
-    return Batch(seqs, samplers, kind, int(L.max(initial=0)), R, bool(feed), pad is not None, **views)
+    splits = (self.decode_splits(S2, int(stop.sum()) // max(S, 1))    # by the mean context
+              if kind == 'decode' and self.decode_splits else None)
+    return Batch(seqs, samplers, kind, int(L.max(initial=0)), R, bool(feed), pad is not None, **views,
+                 num_splits=splits)
 
 # %% ../nbs/08a_runner.ipynb #b7a10008
 @patch

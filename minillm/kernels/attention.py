@@ -36,8 +36,8 @@ import triton.language as tl
 from ..engine import PLUGINS
 
 # %% auto #0
-__all__ = ['USE_PDL', 'use_interpreter', 'pdl_options', 'store_kv', 'paged_decode', 'paged_prefill', 'paged_attention',
-           'unsupported', 'triton_plugin']
+__all__ = ['USE_PDL', 'LONG_CONTEXT', 'use_interpreter', 'pdl_options', 'store_kv', 'decode_splits', 'paged_decode',
+           'paged_prefill', 'paged_attention', 'unsupported', 'triton_plugin']
 
 # %% ../../nbs/10_triton_attention.ipynb #11401de6
 _FLOATS = (torch.float16, torch.bfloat16, torch.float32)
@@ -326,11 +326,21 @@ def _check_new(k, v, slot_mapping, s, hkv, d, dtype, device):
         if t.device != device: raise ValueError(f"{name} is on {t.device}, expected {device}")
 
 # %% ../../nbs/10_triton_attention.ipynb #573aec1a
+LONG_CONTEXT = 1024   # mean keys a sequence from which a decode step splits for more programs
+
+def decode_splits(num_seqs: int, num_kv_heads: int, device, context: int = 0) -> int:
+    """Splits per KV head of a decode step: two programs a multiprocessor, at most 16. For a mean `context` of
+    `LONG_CONTEXT` keys or more, where that gives at most two splits and under 12 programs a multiprocessor: at
+    least two splits, and six programs a multiprocessor up to 8 splits."""
+    sms, programs = _num_sms(torch.device(device)), max(1, num_seqs * num_kv_heads)
+    n = max(1, min(16, triton.cdiv(2 * sms, programs)))
+    if context < LONG_CONTEXT or n > 2 or programs >= 12 * sms: return n
+    return max(2, min(8, triton.cdiv(6 * sms, programs)))
+
 def _split_partials(num_splits, out, hkv: int):
-    "Splits per KV head (checked; None: two programs a multiprocessor, at most 16) and the fp32 partials they write."
+    "Splits per KV head (checked; None: `decode_splits`' count for short contexts) and the fp32 partials they write."
     s, hq, d = out.shape
-    if num_splits is None:
-        num_splits = max(1, min(16, triton.cdiv(2 * _num_sms(out.device), s * hkv)))
+    if num_splits is None: num_splits = decode_splits(s, hkv, out.device)
     if not (isinstance(num_splits, int) and num_splits >= 1):
         raise ValueError(f"num_splits must be a positive int, got {num_splits!r}")
     # placeholders: nothing is split
@@ -471,11 +481,11 @@ def paged_prefill(q, k_cache, v_cache, block_tables, context_lens, query_start_l
 
 # %% ../../nbs/10_triton_attention.ipynb #190fd559
 def paged_attention(q, k_cache, v_cache, block_tables, context_lens, query_start_loc, max_q_len,
-                    scale=None, out=None, k=None, v=None, slot_mapping=None):
+                    scale=None, out=None, k=None, v=None, slot_mapping=None, num_splits=None):
     "`paged_attention_ref` semantics: decode kernel when every sequence has one new token, else the prefill kernel. With `k`, `v`, `slot_mapping`, the new tokens' K/V are stored first (by the decode kernel itself)."
     if max_q_len == 1 and q.shape[0] == context_lens.shape[0]:
-        return paged_decode(q, k_cache, v_cache, block_tables, context_lens, scale, out, k=k, v=v,
-                            slot_mapping=slot_mapping)
+        return paged_decode(q, k_cache, v_cache, block_tables, context_lens, scale, out, num_splits,
+                            k=k, v=v, slot_mapping=slot_mapping)
     if k is not None or v is not None: store_kv(k, v, k_cache, v_cache, slot_mapping)
     return paged_prefill(q, k_cache, v_cache, block_tables, context_lens, query_start_loc,
                          max_q_len, scale, out)
@@ -500,6 +510,8 @@ def triton_plugin(engine):
         # the reference attention cannot be captured
         if engine.cuda_graphs == 'on': engine.cuda_graphs = 'off'
         return
-    engine.runner.store, engine.runner.attend = None, paged_attention
+    r, hkv = engine.runner, engine.model.config.num_key_value_heads
+    r.store, r.attend = None, paged_attention
+    r.decode_splits = lambda seqs, context: decode_splits(seqs, hkv, r.device, context)
 
 PLUGINS['triton'] = (10, triton_plugin)

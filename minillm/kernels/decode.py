@@ -233,7 +233,7 @@ def rope_decode(qkv, q_weight, k_weight, cos, sin, eps, k_cache, v_cache, block_
 # %% ../../nbs/10c_decode_step.ipynb #0548560e
 # False: the fused decoder layer keeps the rotary kernel, the decode kernel and the combine
 ENABLED = True
-NUM_SPLITS = None  # splits per KV head; None: the decode kernel's choice
+NUM_SPLITS = None  # splits per KV head; None: the step's (`Batch.num_splits`)
 # most sequences of a step it takes: larger decode steps are faster without it (measured below)
 MAX_SEQS = 16
 
@@ -250,5 +250,5 @@ def rope_attend(self: PagedAttention, sa, qkv, cos, sin):
     qw, kw = (sa.q_norm.weight, sa.k_norm.weight) if c.qk_norm else (None, None)
     o = rope_decode(rows, qw, kw, cos, sin, c.rms_norm_eps, kc, vc, b.block_tables, b.context_lens,
                     b.slot_mapping, c.num_attention_heads, out=self.out[:rows.shape[0]],
-                    num_splits=NUM_SPLITS)
+                    num_splits=NUM_SPLITS or b.num_splits)
     return o.view(*qkv.shape[:-1], c.num_attention_heads, c.head_dim)
