@@ -329,13 +329,11 @@ def _check_new(k, v, slot_mapping, s, hkv, d, dtype, device):
 LONG_CONTEXT = 1024   # mean keys a sequence from which a decode step splits for more programs
 
 def decode_splits(num_seqs: int, num_kv_heads: int, device, context: int = 0) -> int:
-    """Splits per KV head of a decode step: two programs a multiprocessor, at most 16. For a mean `context` of
-    `LONG_CONTEXT` keys or more, where that gives at most two splits and under 12 programs a multiprocessor: at
-    least two splits, and six programs a multiprocessor up to 8 splits."""
+    """Splits per KV head of a decode step: two programs a multiprocessor, at most 16; at least two splits under
+    ten programs a multiprocessor when the mean `context` is `LONG_CONTEXT` keys or more."""
     sms, programs = _num_sms(torch.device(device)), max(1, num_seqs * num_kv_heads)
     n = max(1, min(16, triton.cdiv(2 * sms, programs)))
-    if context < LONG_CONTEXT or n > 2 or programs >= 12 * sms: return n
-    return max(2, min(8, triton.cdiv(6 * sms, programs)))
+    return max(n, 2) if context >= LONG_CONTEXT and programs < 10 * sms else n
 
 def _split_partials(num_splits, out, hkv: int):
     "Splits per KV head (checked; None: `decode_splits`' count for short contexts) and the fp32 partials they write."
