@@ -48,7 +48,8 @@ def steps(hq=16, hkv=8, d=128):
         best = row['best'] = min(row['us'], key=row['us'].get)
         R['rows'].append(row)
         log(f"t {t:4} S {S:3} ctx {row['ctx_mean']:5.0f}: auto {auto} {row['us'][auto]:6.1f} µs "
-            f"({gb / row['us'][auto] * 1e3:.2f} TB/s); rule {rule} {row['us'][rule]:6.1f} µs; best {best} {row['us'][best]:6.1f} µs "
+            f"({gb / row['us'][auto] * 1e3:.2f} TB/s); rule {rule} {row['us'][rule]:6.1f} µs; "
+            f"best {best} {row['us'][best]:6.1f} µs "
             f"({gb / row['us'][best] * 1e3:.2f} TB/s); "
             + ' '.join(f"{k}:{v:.1f}" for k, v in row['us'].items())
             + f"; max error {max(row['max_err'].values()):.0e}")
