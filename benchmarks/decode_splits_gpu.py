@@ -13,7 +13,7 @@ by PyTorch, then timed from a CUDA graph.
 Run from the repository root:  PYTHONPATH=.:benchmarks python3 benchmarks/decode_splits_gpu.py [steps] [rule]
 Writes decode_splits_gpu.json to $OUT if set, else to benchmarks/results/.
 """
-import sys, random, torch
+import sys, random, itertools, torch
 from triton.testing import do_bench_cudagraph
 from minillm.kernels.attention import _launch_decode, _decode_config, decode_splits, LONG_CONTEXT
 from minillm.kernels.decode import rope_decode, MAX_SEQS
@@ -55,10 +55,14 @@ def steps(hq=16, hkv=8, d=128):
             + f"; max error {max(row['max_err'].values()):.0e}")
         save()
 
-def rope_step(q, kc, vc, bt, lens, hkv):
-    """`rope_decode`'s arguments for the step (no q/k norm, a rotation by zero, new keys and values stored nowhere),
-    and the caches with those keys and values at their positions, for the reference."""
+def launcher(q, kc, vc, bt, lens, hkv):
+    """`(launch, ref)` for a decode step: `launch(splits, out)` runs the engine's attention at its size (`rope_decode`
+    up to `MAX_SEQS` sequences: no q/k norm, a rotation by zero, the new keys and values given and stored nowhere;
+    else the decode kernel), `ref` is the attention the PyTorch reference gives, the new keys in the cache."""
     S, hq, d = q.shape
+    if S > MAX_SEQS:
+        return (lambda sp, out: _launch_decode(q, kc, vc, bt, lens, None, out, sp, **_decode_config(q)),
+                reference(q, kc, vc, bt, lens))
     kn, vn = (torch.randn(S, hkv, d, dtype=q.dtype, device=q.device, generator=g) for _ in range(2))
     qkv = torch.cat([q.reshape(S, -1), kn.reshape(S, -1), vn.reshape(S, -1)], 1)
     cos, sin = torch.ones(S, d, dtype=q.dtype, device=q.device), torch.zeros(S, d, dtype=q.dtype, device=q.device)
@@ -67,35 +71,30 @@ def rope_step(q, kc, vc, bt, lens, hkv):
     blk, off = bt[torch.arange(S, device=q.device), last // kc.shape[1]].long(), last % kc.shape[1]
     kc2, vc2 = kc.clone(), vc.clone()
     kc2[blk, off], vc2[blk, off] = kn, vn
-    return (qkv, cos, sin, slots), (kc2, vc2)
+    return (lambda sp, out: rope_decode(qkv, None, None, cos, sin, 1e-6, kc, vc, bt, lens, slots, hq, out=out,
+                                        num_splits=sp),
+            reference(q, kc2, vc2, bt, lens))
+
+HEADS, SEQS, MEANS = ((16, 8, 128), (14, 2, 64)), (4, 8, 16, 32, 48, 64, 80, 96, 128, 160), (512, 768, 1024, 1536)
 
 def rule():
-    for hq, hkv, d in ((16, 8, 128), (14, 2, 64)):
-        for S in (4, 8, 16, 32, 48, 64, 80, 96, 128, 160):
-            for mean in (512, 768, 1024, 1536):
-                rnd = random.Random(S * 7919 + mean)
-                ctxs = [rnd.randint(mean // 2, 3 * mean // 2) for _ in range(S)]
-                q, kc, vc, bt, lens = paged_step(ctxs, hq, hkv, d, generator=g)
-                short, long = (decode_splits(S, hkv, q.device, c) for c in (0, LONG_CONTEXT))
-                row = dict(heads=[hq, hkv, d], S=S, ctx_mean=sum(ctxs) / S, short=short, long=long,
-                           kernel='rope_decode' if S <= MAX_SEQS else 'paged_decode', us={}, max_err={})
-                if S <= MAX_SEQS:                  # the new token is the last key
-                    (qkv, cos, sin, slots), (kc2, vc2) = rope_step(q, kc, vc, bt, lens, hkv)
-                    ref = reference(q, kc2, vc2, bt, lens)
-                else: ref = reference(q, kc, vc, bt, lens)
-                for sp in sorted({short, long, 1, 2, 3, 4, 6, 8} | ({12, 16} if S <= MAX_SEQS else set())):
-                    out = torch.empty_like(q)
-                    if S <= MAX_SEQS:
-                        f = lambda: rope_decode(qkv, None, None, cos, sin, 1e-6, kc, vc, bt, lens, slots, hq,
-                                                out=out, num_splits=sp)
-                    else: f = lambda: _launch_decode(q, kc, vc, bt, lens, None, out, sp, **_decode_config(q))
-                    row['max_err'][sp], row['us'][sp] = timed(f, ref)
-                best = row['best'] = min(row['us'], key=row['us'].get)
-                R['rule'].append(row)
-                u = row['us']
-                log(f"{hq}/{hkv}/{d} S {S:3} ctx {row['ctx_mean']:5.0f}: short {short} {u[short]:6.1f} µs, "
-                    f"long {long} {u[long]:6.1f} ({u[short] / u[long]:.3f}x); best {best} {u[best]:6.1f}; "
-                    f"max error {max(row['max_err'].values()):.0e}")
-                save()
+    for (hq, hkv, d), S, mean in itertools.product(HEADS, SEQS, MEANS):
+        rnd = random.Random(S * 7919 + mean)
+        ctxs = [rnd.randint(mean // 2, 3 * mean // 2) for _ in range(S)]
+        q, kc, vc, bt, lens = paged_step(ctxs, hq, hkv, d, generator=g)
+        launch, ref = launcher(q, kc, vc, bt, lens, hkv)
+        short, long = (decode_splits(S, hkv, q.device, c) for c in (0, LONG_CONTEXT))
+        row = dict(heads=[hq, hkv, d], S=S, ctx_mean=sum(ctxs) / S, short=short, long=long,
+                   kernel='rope_decode' if S <= MAX_SEQS else 'paged_decode', us={}, max_err={})
+        for sp in sorted({short, long, 1, 2, 3, 4, 6, 8} | ({12, 16} if S <= MAX_SEQS else set())):
+            out = torch.empty_like(q)
+            row['max_err'][sp], row['us'][sp] = timed(lambda: launch(sp, out), ref)
+        u, best = row['us'], min(row['us'], key=row['us'].get)
+        row['best'] = best
+        R['rule'].append(row)
+        log(f"{hq}/{hkv}/{d} S {S:3} ctx {row['ctx_mean']:5.0f}: short {short} {u[short]:6.1f} µs, "
+            f"long {long} {u[long]:6.1f} ({u[short] / u[long]:.3f}x); best {best} {u[best]:6.1f}; "
+            f"max error {max(row['max_err'].values()):.0e}")
+        save()
 
 for name in sys.argv[1:] or ['steps', 'rule']: run_section(globals()[name], R, save)

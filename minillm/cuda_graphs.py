@@ -78,6 +78,8 @@ class GraphBank:
 
     def key(self, kind: str, b: int, long: bool = False) -> tuple:
         "The key of the `kind` graph of bucket `b`; a decode step's for short or `long` contexts."
+        if (kind, b) not in self.splits:
+            raise ValueError(f"no {kind!r} graph of bucket {b}; its buckets: {self.buckets.get(kind, [])}")
         return kind, b, self.splits[kind, b][-1 if long else 0]
 
 # %% ../nbs/11_cuda_graphs.ipynb #3eac1202
