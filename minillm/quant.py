@@ -40,25 +40,27 @@ def dequantize_weight(q: torch.Tensor, scale: torch.Tensor, dtype=None):
 
 # %% ../nbs/13_int8.ipynb #98bd1119
 @triton.jit
-def _int8_matmul_kernel(x_ptr, w_ptr, s_ptr, b_ptr, o_ptr, M, N, K, stride_xm, stride_wn, stride_om,
+def _int8_matmul_kernel(x_ptr, w_ptr, s_ptr, b_ptr, o_ptr, p_ptr, M, N, K, stride_xm, stride_wn, stride_om,
                         HAS_BIAS: tl.constexpr, UPCAST: tl.constexpr, FP16_MAGIC: tl.constexpr,
-                        EVEN_K: tl.constexpr,
+                        EVEN_K: tl.constexpr, SPLIT_K: tl.constexpr,
                         BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
     # programs sharing a weight tile run side by side
-    pid_m, pid_n = tl.program_id(0), tl.program_id(1)
+    pid_m, pid_n, pid_k = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    rk = tl.arange(0, BLOCK_K)
+    per = tl.cdiv(tl.cdiv(K, BLOCK_K), SPLIT_K) * BLOCK_K        # K of one split, in whole tiles
+    lo = pid_k * per
+    rk = lo + tl.arange(0, BLOCK_K)
     m_ok, n_ok = rm < M, rn < N
     x_ptrs = x_ptr + rm[:, None].to(tl.int64) * stride_xm + rk[None, :]         # [BLOCK_M, BLOCK_K]
     w_ptrs = w_ptr + rn[None, :].to(tl.int64) * stride_wn + rk[:, None]    # [BLOCK_K, BLOCK_N]: W^T
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for k0 in range(0, K, BLOCK_K):
+    for k0 in range(lo, tl.minimum(lo + per, K), BLOCK_K):
         if EVEN_K:
             x = tl.load(x_ptrs, mask=m_ok[:, None], other=0.)
             w = tl.load(w_ptrs, mask=n_ok[None, :], other=0)
         else:
-            k_ok = rk < K - k0
+            k_ok = rk < K - (k0 - lo)
             x = tl.load(x_ptrs, mask=m_ok[:, None] & k_ok[None, :], other=0.)
             w = tl.load(w_ptrs, mask=n_ok[None, :] & k_ok[:, None], other=0)
         if UPCAST:      # fp32 activations, or bf16 under the interpreter: exact fp32 dot
@@ -69,52 +71,19 @@ def _int8_matmul_kernel(x_ptr, w_ptr, s_ptr, b_ptr, o_ptr, M, N, K, stride_xm, s
             acc += tl.dot(x, w.to(x.dtype))
         x_ptrs += BLOCK_K
         w_ptrs += BLOCK_K
+    mask = m_ok[:, None] & n_ok[None, :]
+    if SPLIT_K > 1:                                            # an fp32 partial of [SPLIT_K, M, N]
+        o_off = (pid_k * M + rm[:, None]).to(tl.int64) * N + rn[None, :]
+        tl.store(p_ptr + o_off, acc, mask=mask)
+        return
     # scale per output column
     acc = acc * tl.load(s_ptr + rn, mask=n_ok, other=0.).to(tl.float32)[None, :]
     if HAS_BIAS: acc += tl.load(b_ptr + rn, mask=n_ok, other=0.).to(tl.float32)[None, :]
     o_ptrs = o_ptr + rm[:, None].to(tl.int64) * stride_om + rn[None, :]
-    tl.store(o_ptrs, acc.to(o_ptr.dtype.element_ty), mask=m_ok[:, None] & n_ok[None, :])
+    tl.store(o_ptrs, acc.to(o_ptr.dtype.element_ty), mask=mask)
+
 
 # %% ../nbs/13_int8.ipynb #4676fd75
-@triton.jit
-def _int8_matmul_t_kernel(x_ptr, w_ptr, s_ptr, b_ptr, o_ptr, p_ptr, M, N, K,
-                          stride_xm, stride_wn, stride_om,
-                          HAS_BIAS: tl.constexpr, UPCAST: tl.constexpr, FP16_MAGIC: tl.constexpr,
-                          EVEN_K: tl.constexpr, SPLIT_K: tl.constexpr,
-                          BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
-    pid_n, pid_m, pid_k = tl.program_id(0), tl.program_id(1), tl.program_id(2)
-    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    n_ok, m_ok = rn < N, rm < M
-    per = tl.cdiv(tl.cdiv(K, BLOCK_K), SPLIT_K) * BLOCK_K        # K of one split, in whole tiles
-    lo = pid_k * per
-    rk = lo + tl.arange(0, BLOCK_K)
-    w_ptrs = w_ptr + rn[:, None].to(tl.int64) * stride_wn + rk[None, :]   # [BLOCK_N, BLOCK_K]
-    x_ptrs = x_ptr + rm[None, :].to(tl.int64) * stride_xm + rk[:, None]   # [BLOCK_K, BLOCK_M]: x^T
-    acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
-    for k0 in range(lo, tl.minimum(lo + per, K), BLOCK_K):
-        if EVEN_K:
-            w = tl.load(w_ptrs, mask=n_ok[:, None], other=0)
-            x = tl.load(x_ptrs, mask=m_ok[None, :], other=0.)
-        else:
-            k_ok = rk < K - (k0 - lo)
-            w = tl.load(w_ptrs, mask=n_ok[:, None] & k_ok[None, :], other=0)
-            x = tl.load(x_ptrs, mask=m_ok[None, :] & k_ok[:, None], other=0.)
-        if UPCAST: acc += tl.dot(w.to(tl.float32), x.to(tl.float32), input_precision="ieee")
-        elif FP16_MAGIC:                                         # 1152 + q as fp16 bits, as above
-            acc += tl.dot((w.to(tl.int16) + 0x6480).to(tl.float16, bitcast=True) - 1152.0, x)
-        else: acc += tl.dot(w.to(x.dtype), x)
-        w_ptrs += BLOCK_K
-        x_ptrs += BLOCK_K
-    o_off = rm[None, :].to(tl.int64) * N + rn[:, None]           # [BLOCK_N, BLOCK_M] of out^T
-    mask = m_ok[None, :] & n_ok[:, None]
-    if SPLIT_K == 1:
-        acc = acc * tl.load(s_ptr + rn, mask=n_ok, other=0.).to(tl.float32)[:, None]
-        if HAS_BIAS: acc += tl.load(b_ptr + rn, mask=n_ok, other=0.).to(tl.float32)[:, None]
-        o_off = rm[None, :].to(tl.int64) * stride_om + rn[:, None]
-        tl.store(o_ptr + o_off, acc.to(o_ptr.dtype.element_ty), mask=mask)
-    else: tl.store(p_ptr + pid_k.to(tl.int64) * M * N + o_off, acc, mask=mask)   # [SPLIT_K, M, N]
-
 @triton.jit
 def _split_sum_kernel(p_ptr, s_ptr, b_ptr, o_ptr, M, N, stride_om,
                       HAS_BIAS: tl.constexpr, SPLIT_K: tl.constexpr, BLOCK: tl.constexpr):
@@ -127,6 +96,7 @@ def _split_sum_kernel(p_ptr, s_ptr, b_ptr, o_ptr, M, N, stride_om,
     if HAS_BIAS: acc += tl.load(b_ptr + rn, mask=ok, other=0.).to(tl.float32)
     tl.store(o_ptr + m.to(tl.int64) * stride_om + rn, acc.to(o_ptr.dtype.element_ty), mask=ok)
 
+
 # %% ../nbs/13_int8.ipynb #b346744b
 _DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 
@@ -135,7 +105,7 @@ def _interpreting() -> bool: return os.environ.get('TRITON_INTERPRET', '0') == '
 # %% ../nbs/13_int8.ipynb #8695f3a8
 # Tile shapes (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages) by M, for narrow (N < _WIDE_N) and
 # wide outputs; BLOCK_M = 1 is the GEMV kernel, used for one row at every width (the whole decode
-# step measured faster so, below); a sixth entry (the number of K splits) is the transposed kernel.
+# step measured faster so, below); a sixth entry is the number of K splits (1 if absent).
 # Each is the fastest measured on an H200 (bf16, Qwen3-8B shapes; end of chapter).
 _WIDE_N = 16384
 _CONFIGS = [(1,    (1, *GEMV_INT8_CONFIG, 1), (1, *GEMV_INT8_CONFIG, 1)),
@@ -224,24 +194,18 @@ def int8_matmul(x, weight, scale, bias=None, config=None, out=None):
 def _launch(x2, weight, scale, bias, out, config):
     M, K = x2.shape
     N = weight.shape[0]
-    bm, bn, bk, nw, ns, *split = config                       # a sixth entry: the transposed kernel
+    bm, bn, bk, nw, ns, *split = config                       # a sixth entry: the number of K splits
     if bm == 1: return _launch_gemv(x2, weight, scale, bias, out, bn, bk, nw, ns)
     upcast = x2.dtype == torch.float32 or (_interpreting() and x2.dtype == torch.bfloat16)
-    b, fp16 = scale if bias is None else bias, x2.dtype == torch.float16
-    if not split:
-        _int8_matmul_kernel[(triton.cdiv(M, bm), triton.cdiv(N, bn))](
-            x2, weight, scale, b, out, M, N, K, x2.stride(0), weight.stride(0), out.stride(0),
-            HAS_BIAS=bias is not None, UPCAST=upcast, FP16_MAGIC=fp16,
-            EVEN_K=K % bk == 0, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, num_warps=nw, num_stages=ns)
-        return
-    sk = split[0]
+    b, sk = scale if bias is None else bias, (split or [1])[0]
     part = torch.empty(sk, M, N, dtype=torch.float32, device=x2.device) if sk > 1 else out
-    _int8_matmul_t_kernel[(triton.cdiv(N, bn), triton.cdiv(M, bm), sk)](
+    _int8_matmul_kernel[(triton.cdiv(M, bm), triton.cdiv(N, bn), sk)](
         x2, weight, scale, b, out, part, M, N, K, x2.stride(0), weight.stride(0), out.stride(0),
-        HAS_BIAS=bias is not None, UPCAST=upcast, FP16_MAGIC=fp16, EVEN_K=K % bk == 0, SPLIT_K=sk,
-        BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, num_warps=nw, num_stages=ns)
+        HAS_BIAS=bias is not None, UPCAST=upcast, FP16_MAGIC=x2.dtype == torch.float16,
+        EVEN_K=K % bk == 0, SPLIT_K=sk, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, num_warps=nw, num_stages=ns)
     if sk > 1: _split_sum_kernel[(triton.cdiv(N, 1024), M)](
         part, scale, b, out, M, N, out.stride(0), HAS_BIAS=bias is not None, SPLIT_K=sk, BLOCK=1024)
+
 
 # %% ../nbs/13_int8.ipynb #ff62ca4b
 @triton.jit
