@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Int8 products of Qwen3-8B at 16 to 128 rows (continuous-batching decode), chapter 13: bf16 cuBLAS against the
-engine's int8 kernel with its tile table (`int8_matmul`), and against the same kernel over 14 tiles, each with the
+engine's int8 kernel with its tile table (`int8_matmul`), and against the same kernel over 15 tiles, each with the
 batch in one block of rows (`BLOCK_M` 16, 32, 64, or 64 and 128 above 64 rows) and 1, 2 or 4 K splits (1 for the
 wide gate/up product). Each product is timed as 36 layers of distinct weights replayed from one CUDA graph, as a
 decode step runs them; each candidate is first checked against a float64 reference.
@@ -22,7 +22,7 @@ if SMOKE: SHAPES = dict(qkv=(96, 64), gate_up=(9000, 32))
 MS = next((list(map(int, a[4:].split(','))) for a in sys.argv[1:] if a.startswith('--m=')), [16, 32, 64, 128])
 TILES = [(64, 128, 4, 4), (64, 256, 4, 3), (128, 128, 4, 3), (128, 128, 8, 3), (128, 64, 4, 5), (128, 64, 4, 6),
          (128, 64, 4, 8), (128, 32, 4, 8), (64, 64, 4, 6), (64, 64, 4, 8), (256, 64, 8, 4), (128, 64, 8, 5),
-         (128, 128, 4, 4), (64, 128, 4, 6)]                    # (BLOCK_N, BLOCK_K, warps, stages)
+         (128, 128, 4, 4), (64, 128, 4, 6), (128, 64, 4, 4)]  # (BLOCK_N, BLOCK_K, warps, stages)
 R = dict(argv=sys.argv, errors={}, products={})
 save = saver(R, 'int8_batch_gpu')
 

@@ -103,16 +103,17 @@ _DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 def _interpreting() -> bool: return os.environ.get('TRITON_INTERPRET', '0') == '1'
 
 # %% ../nbs/13_int8.ipynb #8695f3a8
-# Tile shapes (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages) by M, for narrow (N < _WIDE_N) and
-# wide outputs; BLOCK_M = 1 is the GEMV kernel, used for one row at every width (the whole decode
-# step measured faster so, below); a sixth entry is the number of K splits (1 if absent).
-# Each is the fastest measured on an H200 (bf16, Qwen3-8B shapes; end of chapter).
+# Tile shapes (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages[, K splits]) by M, for narrow
+# (N < _WIDE_N) and wide outputs; BLOCK_M = 1 is the GEMV kernel, used for one row at every width
+# (the whole decode step measured faster so, below). Each is the fastest measured on an H200 (bf16,
+# Qwen3-8B shapes; end of chapter).
 _WIDE_N = 16384
 _CONFIGS = [(1,    (1, *GEMV_INT8_CONFIG, 1), (1, *GEMV_INT8_CONFIG, 1)),
             (16,   (16, 32, 256, 4, 5), (16, 64, 128, 4, 3)),
-            (32,   (32, 32, 256, 4, 4, 2), (32, 64, 128, 4, 4)),
-            (64,   (64, 64, 128, 4, 4, 4), (64, 64, 128, 4, 4, 1)),
-            (None, (128, 128, 128, 8, 3, 4), (64, 128, 64, 4, 4))]
+            (32,   (16, 32, 256, 4, 3), (32, 64, 128, 4, 4)),
+            (64,   (64, 128, 64, 4, 5, 4), (64, 128, 64, 4, 5, 1)),
+            (None, (64, 128, 64, 4, 5, 4), (64, 128, 64, 4, 4))]
+
 
 # %% ../nbs/13_int8.ipynb #429c4d25
 def _smem_limit(device) -> int:
