@@ -14,7 +14,7 @@ Writes decode_ladder_gpu.json to $OUT if set, else to benchmarks/results/.
 import torch, triton
 import triton.language as tl
 import minillm.kernels.decode as DEC
-from minillm.kernels.attention import (pdl_options, gdc_launch_dependents, gdc_wait, _online, _attend, _tile,
+from minillm.kernels.attention import (pdl_options, gdc_launch_dependents, gdc_wait, _online, _attend, _tile, _new_key,
                                        _prec, _decode_config, _split_partials)
 from minillm.kernels.decode import (_rope_decode_early, _norm_rope, _check_rope_decode, _locks,
                                     rope_decode)
@@ -94,17 +94,8 @@ def _cand_kernel(x_ptr, qw_ptr, kw_ptr, cos_ptr, sin_ptr, k_ptr, v_ptr, bt_ptr, 
             kn = tl.sum(tl.where(offs_h[:, None] == 0, kr, 0.), 0).to(q.dtype)
             vn = tl.load(xs + (HQ + HKV + kvh) * D + offs_d)
             slot = tl.load(slot_ptr + s).to(tl.int64)
-            if slot >= 0:
-                tl.store(k_ptr + (slot // BS) * s_kb + (slot % BS) * s_kt + kvh * s_kh + offs_d, kn)
-                tl.store(v_ptr + (slot // BS) * s_vb + (slot % BS) * s_vt + kvh * s_vh + offs_d, vn)
-            if ctx > 0:
-                sc = tl.sum(q.to(tl.float32) * kn.to(tl.float32)[None, :], 1) * qk_scale
-                m_new = tl.maximum(m_i, sc)
-                p, alpha = tl.math.exp2(sc - m_new), tl.math.exp2(m_i - m_new)
-                l_i = l_i * alpha + p
-                acc = (acc * alpha[:, None]
-                       + p.to(vn.dtype).to(tl.float32)[:, None] * vn.to(tl.float32)[None, :])
-                m_i = m_new
+            acc, m_i, l_i = _new_key(acc, m_i, l_i, q, kn, vn, k_ptr, v_ptr, kvh, slot, ctx, qk_scale, s_kb,
+                                     s_kt, s_kh, s_vb, s_vt, s_vh, BS, D)
         l_safe = tl.where(l_i == 0.0, 1.0, l_i)
         o = acc / l_safe[:, None]
         optrs = out_ptr + s * s_os + heads[:, None] * s_oh + offs_d[None, :]

@@ -210,6 +210,27 @@ def _attend(acc, m_i, l_i, q, pos, k_ptr, v_ptr, bt_ptr, lo, hi, qk_scale, s_kb,
 # fp32 caches: exact fp32 dots, not tf32
 def _prec(dtype): return 'ieee' if dtype == torch.float32 else 'tf32'
 
+# %% ../../nbs/10_triton_attention.ipynb #7a27dca4
+@triton.jit
+def _new_key(acc, m_i, l_i, q, kn, vn, k_ptr, v_ptr, kvh, slot, ctx, qk_scale, s_kb, s_kt, s_kh,
+             s_vb, s_vt, s_vh, BS: tl.constexpr, D: tl.constexpr):
+    "The new token's key `kn` and value `vn` `[D]` of KV head `kvh`: stored at `slot` of the cache (-1: not stored), then one more online-softmax step of that one key (when the sequence has any context)."
+    offs_d = tl.arange(0, D)
+    if slot >= 0:
+        tl.store(k_ptr + (slot // BS) * s_kb + (slot % BS) * s_kt + kvh * s_kh + offs_d, kn)
+        tl.store(v_ptr + (slot // BS) * s_vb + (slot % BS) * s_vt + kvh * s_vh + offs_d, vn)
+    if ctx > 0:
+        # [BLOCK_H]
+        sc = tl.sum(q.to(tl.float32) * kn.to(tl.float32)[None, :], 1) * qk_scale
+        m_new = tl.maximum(m_i, sc)
+        p, alpha = tl.math.exp2(sc - m_new), tl.math.exp2(m_i - m_new)
+        l_i = l_i * alpha + p
+        acc = (acc * alpha[:, None]
+               + p.to(vn.dtype).to(tl.float32)[:, None] * vn.to(tl.float32)[None, :])
+        m_i = m_new
+    return acc, m_i, l_i
+
+
 # %% ../../nbs/10_triton_attention.ipynb #e964d6b1
 @triton.jit(do_not_specialize=['s_bt'])   # the tables' width changes with every batch
 def _decode_kernel(q_ptr, k_ptr, v_ptr, bt_ptr, ctx_ptr, out_ptr, po_ptr, plse_ptr, kn_ptr, vn_ptr,
@@ -252,20 +273,8 @@ def _decode_kernel(q_ptr, k_ptr, v_ptr, bt_ptr, ctx_ptr, out_ptr, po_ptr, plse_p
             kn = tl.load(kn_ptr + s * s_kns + kvh * s_knh + offs_d)       # [D]
             vn = tl.load(vn_ptr + s * s_vns + kvh * s_vnh + offs_d)
             slot = tl.load(slot_ptr + s).to(tl.int64)
-            # into the cache for later steps (-1: not stored)
-            if slot >= 0:
-                tl.store(k_ptr + (slot // BS) * s_kb + (slot % BS) * s_kt + kvh * s_kh + offs_d, kn)
-                tl.store(v_ptr + (slot // BS) * s_vb + (slot % BS) * s_vt + kvh * s_vh + offs_d, vn)
-            # one more online-softmax step, of one key
-            if ctx > 0:
-                # [BLOCK_H]
-                sc = tl.sum(q.to(tl.float32) * kn.to(tl.float32)[None, :], 1) * qk_scale
-                m_new = tl.maximum(m_i, sc)
-                p, alpha = tl.math.exp2(sc - m_new), tl.math.exp2(m_i - m_new)
-                l_i = l_i * alpha + p
-                acc = (acc * alpha[:, None]
-                       + p.to(vn.dtype).to(tl.float32)[:, None] * vn.to(tl.float32)[None, :])
-                m_i = m_new
+            acc, m_i, l_i = _new_key(acc, m_i, l_i, q, kn, vn, k_ptr, v_ptr, kvh, slot, ctx,
+                                     qk_scale, s_kb, s_kt, s_kh, s_vb, s_vt, s_vh, BS, D)
     l_safe = tl.where(l_i == 0.0, 1.0, l_i)                            # no key in range: output 0
     o = acc / l_safe[:, None]
     if SPLITS == 1:

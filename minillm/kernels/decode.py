@@ -7,7 +7,7 @@ from __future__ import annotations
 import torch
 from fastcore.basics import patch
 from .attention import (   # (chooses the interpreter)
-    pdl_options, gdc_launch_dependents, gdc_wait, _tile, _online, _attend, _prec, _decode_config,
+    pdl_options, gdc_launch_dependents, gdc_wait, _tile, _online, _attend, _new_key, _prec, _decode_config,
     _split_partials, _check_attn, _check_int)
 import triton
 import triton.language as tl
@@ -112,18 +112,8 @@ def _rope_decode_late(s, kvh, split, ctx, n, lo, hi, kv0, k0, v0, x_ptr, qw_ptr,
                              0.), 0).to(q.dtype)
         vn = tl.load(xs + (HQ + HKV + kvh) * D + offs_d)
         slot = tl.load(slot_ptr + s).to(tl.int64)
-        if slot >= 0:
-            tl.store(k_ptr + (slot // BS) * s_kb + (slot % BS) * s_kt + kvh * s_kh + offs_d, kn)
-            tl.store(v_ptr + (slot // BS) * s_vb + (slot % BS) * s_vt + kvh * s_vh + offs_d, vn)
-        # one more online-softmax step, of one key
-        if ctx > 0:
-            sc = tl.sum(q.to(tl.float32) * kn.to(tl.float32)[None, :], 1) * qk_scale
-            m_new = tl.maximum(m_i, sc)
-            p, alpha = tl.math.exp2(sc - m_new), tl.math.exp2(m_i - m_new)
-            l_i = l_i * alpha + p
-            acc = (acc * alpha[:, None]
-                   + p.to(vn.dtype).to(tl.float32)[:, None] * vn.to(tl.float32)[None, :])
-            m_i = m_new
+        acc, m_i, l_i = _new_key(acc, m_i, l_i, q, kn, vn, k_ptr, v_ptr, kvh, slot, ctx, qk_scale,
+                                 s_kb, s_kt, s_kh, s_vb, s_vt, s_vh, BS, D)
     return acc, m_i, l_i
 
 # %% ../../nbs/10c_decode_step.ipynb #3dd5a603
