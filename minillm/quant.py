@@ -82,7 +82,6 @@ def _int8_matmul_kernel(x_ptr, w_ptr, s_ptr, b_ptr, o_ptr, p_ptr, M, N, K, strid
     o_ptrs = o_ptr + rm[:, None].to(tl.int64) * stride_om + rn[None, :]
     tl.store(o_ptrs, acc.to(o_ptr.dtype.element_ty), mask=mask)
 
-
 # %% ../nbs/13_int8.ipynb #4676fd75
 @triton.jit
 def _split_sum_kernel(p_ptr, s_ptr, b_ptr, o_ptr, M, N, stride_om,
@@ -95,7 +94,6 @@ def _split_sum_kernel(p_ptr, s_ptr, b_ptr, o_ptr, M, N, stride_om,
     acc = acc * tl.load(s_ptr + rn, mask=ok, other=0.).to(tl.float32)
     if HAS_BIAS: acc += tl.load(b_ptr + rn, mask=ok, other=0.).to(tl.float32)
     tl.store(o_ptr + m.to(tl.int64) * stride_om + rn, acc.to(o_ptr.dtype.element_ty), mask=ok)
-
 
 # %% ../nbs/13_int8.ipynb #b346744b
 _DTYPES = (torch.float16, torch.bfloat16, torch.float32)
@@ -113,7 +111,6 @@ _CONFIGS = [(1,    (1, *GEMV_INT8_CONFIG, 1), (1, *GEMV_INT8_CONFIG, 1)),
             (32,   (16, 32, 256, 4, 3), (32, 64, 128, 4, 4)),
             (64,   (64, 128, 64, 4, 5, 4), (64, 128, 64, 4, 5, 1)),
             (None, (64, 128, 64, 4, 5, 4), (64, 128, 64, 4, 4))]
-
 
 # %% ../nbs/13_int8.ipynb #429c4d25
 def _smem_limit(device) -> int:
@@ -206,7 +203,6 @@ def _launch(x2, weight, scale, bias, out, config):
         EVEN_K=K % bk == 0, SPLIT_K=sk, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, num_warps=nw, num_stages=ns)
     if sk > 1: _split_sum_kernel[(triton.cdiv(N, 1024), M)](
         part, scale, b, out, M, N, out.stride(0), HAS_BIAS=bias is not None, SPLIT_K=sk, BLOCK=1024)
-
 
 # %% ../nbs/13_int8.ipynb #ff62ca4b
 @triton.jit

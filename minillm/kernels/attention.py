@@ -230,7 +230,6 @@ def _new_key(acc, m_i, l_i, q, kn, vn, k_ptr, v_ptr, kvh, slot, ctx, qk_scale, s
         m_i = m_new
     return acc, m_i, l_i
 
-
 # %% ../../nbs/10_triton_attention.ipynb #e964d6b1
 @triton.jit(do_not_specialize=['s_bt'])   # the tables' width changes with every batch
 def _decode_kernel(q_ptr, k_ptr, v_ptr, bt_ptr, ctx_ptr, out_ptr, po_ptr, plse_ptr, kn_ptr, vn_ptr,
