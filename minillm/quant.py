@@ -102,15 +102,16 @@ def _interpreting() -> bool: return os.environ.get('TRITON_INTERPRET', '0') == '
 
 # %% ../nbs/13_int8.ipynb #8695f3a8
 # Tile shapes (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages[, K splits]) by M, for narrow
-# (N < _WIDE_N) and wide outputs; BLOCK_M = 1 is the GEMV kernel, used for one row at every width
-# (the whole decode step measured faster so, below). Each is the fastest measured on an H200 (bf16,
-# Qwen3-8B shapes; end of chapter).
-_WIDE_N = 16384
-_CONFIGS = [(1,    (1, *GEMV_INT8_CONFIG, 1), (1, *GEMV_INT8_CONFIG, 1)),
-            (16,   (16, 32, 256, 4, 5), (16, 64, 128, 4, 3)),
-            (32,   (16, 32, 256, 4, 3), (32, 64, 128, 4, 4)),
-            (64,   (64, 128, 64, 4, 5, 4), (64, 128, 64, 4, 5, 1)),
-            (None, (64, 128, 64, 4, 5, 4), (64, 128, 64, 4, 4))]
+# (N < _WIDE_N), wide, and narrow deep (K >= _DEEP_K) outputs; BLOCK_M = 1 is the GEMV kernel, used
+# for one row at every width (the whole decode step measured faster so, below). Each is the fastest
+# measured on an H200 (bf16, Qwen3-8B shapes; end of chapter).
+_WIDE_N, _DEEP_K = 16384, 8192
+_GEMV = (1, *GEMV_INT8_CONFIG, 1)
+_CONFIGS = [(1,    _GEMV, _GEMV, _GEMV),
+            (16,   (16, 32, 256, 4, 5), (16, 64, 128, 4, 3), (16, 32, 256, 4, 5)),
+            (32,   (16, 32, 256, 4, 3), (32, 64, 128, 4, 4), (16, 32, 256, 4, 3)),
+            (64,   (64, 128, 64, 4, 5, 4), (64, 128, 64, 4, 5, 1), (64, 64, 128, 4, 4, 4)),
+            (None, (64, 128, 64, 4, 5, 4), (64, 128, 64, 4, 4), (128, 128, 128, 8, 3, 4))]
 
 # %% ../nbs/13_int8.ipynb #429c4d25
 def _smem_limit(device) -> int:
@@ -133,8 +134,8 @@ def _fit(cfg, esize: int, limit: int):
 @lru_cache(maxsize=4096)
 def pick_config(M: int, N: int, K: int, dtype=torch.bfloat16, device=torch.device('cpu')):
     "Tile shape `(BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages)` for an `[M, K] x [K, N]` product."
-    narrow, wide = next((n, w) for m, n, w in _CONFIGS if m is None or M <= m)
-    cfg = wide if N >= _WIDE_N else narrow
+    narrow, wide, deep = next(row[1:] for row in _CONFIGS if row[0] is None or M <= row[0])
+    cfg = wide if N >= _WIDE_N else deep if K >= _DEEP_K else narrow
     if cfg[0] == 1: return cfg                                              # GEMV: no shared memory
     return _fit(cfg, torch.empty((), dtype=dtype).element_size(), _smem_limit(device))
 
