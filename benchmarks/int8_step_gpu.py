@@ -62,7 +62,7 @@ def apply(llm, pdl=True, tc_wide=False, bf16_head=False, fused=False, cfg=None, 
     llm.engine.runner.store = None if store else A.store_kv   # the new K/V: by the decode kernel, or store_kv
     OPT.update(pdl=pdl, cfg=cfg, fcfg=fcfg, pre=pre, dense_pre=dense_pre)
     Q._CONFIGS[:] = CONFIGS0
-    if tc_wide: Q._CONFIGS[0] = (1, CONFIGS0[0][1], (16, 64, 256, 4, 3))     # one row, wide: the tensor-core kernel
+    if tc_wide: Q._CONFIGS[0] = (1, CONFIGS0[0][1], (16, 64, 256, 4, 3), CONFIGS0[0][3])     # one row, wide: the tensor-core kernel
     Q.pick_config.cache_clear()
     GV.FUSED_LAYER_MAX_HIDDEN = 1 << 20 if fused else 2048
     GV.use_fused_kernels(m)
@@ -208,7 +208,7 @@ def chain():
                       ('no pdl, tensor-core wide', dict(pdl=False, tc_wide=True))]:
         OPT.update(pdl=kw.get('pdl', True), cfg=None)
         Q._CONFIGS[:] = CONFIGS0
-        if kw.get('tc_wide'): Q._CONFIGS[0] = (1, CONFIGS0[0][1], (16, 64, 256, 4, 3))
+        if kw.get('tc_wide'): Q._CONFIGS[0] = (1, CONFIGS0[0][1], (16, 64, 256, 4, 3), CONFIGS0[0][3])
         Q.pick_config.cache_clear()
         calls = [lambda w=w, k=k: Q.int8_matmul(X[k], *w[k]) for w in W for k in SHAPES]
         res[label] = graph_us(calls) * 4
