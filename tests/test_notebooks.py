@@ -45,3 +45,8 @@ def test_readme_figures():
     "Each figure of the README's Results table is found in the notebook output or result file its row cites."
     r = subprocess.run([sys.executable, str(ROOT/'tools'/'check_figures.py')], capture_output=True, text=True)
     assert r.returncode == 0, r.stdout
+
+def test_results_cited():
+    "Every file of benchmarks/results is cited by a chapter or the README, and every result they cite exists."
+    r = subprocess.run([sys.executable, str(ROOT/'tools'/'check_results.py')], capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout
