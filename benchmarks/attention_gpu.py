@@ -6,7 +6,7 @@ dense reference), then timing with triton.testing.do_bench (median): decode at 6
 dense equivalent (and FlexAttention when present), prefill at 8 x 1024 against causal SDPA, plus a sweep of tile
 configurations. Writes JSON to $OUT (or benchmarks/results), prints a short table last.
 
-    PYTHONPATH=. python3 benchmarks/attention_gpu.py [--sweep [--wide]] [--flex] [--smoke]
+    PYTHONPATH=.:benchmarks python3 benchmarks/attention_gpu.py [--sweep [--wide]] [--flex] [--smoke]
 --sweep times tile configurations (--wide: the full grid once; default: the front runners twice, interleaved);
 --smoke runs tiny shapes on the CPU interpreter (checks the script itself; its bf16 rows fail there because the
 interpreter's bf16 tl.dot is wrong).
@@ -21,8 +21,9 @@ Notes (H200, torch 2.11, triton 3.6; device copy 4.22 TB/s read+write):
   one run and 120-175 us in another (bimodal within a run too); SDPA 50 us. Cause not established.
 - prefill 8 x 1024 causal bf16: Qwen3 151 us (228 TFLOP/s) vs SDPA 88 us; Qwen2.5 ~100 us vs SDPA 55 us.
 """
-import argparse, json, os, sys, time, traceback
+import argparse, sys, time, traceback
 import torch
+from helpers.bench_io import T0, log, saver      # benchmarks/helpers/bench_io.py
 
 p = argparse.ArgumentParser()
 p.add_argument('--sweep', action='store_true', help='time a grid of tile configurations')
@@ -31,17 +32,10 @@ p.add_argument('--wide', action='store_true', help='the wide sweep grid')
 p.add_argument('--smoke', action='store_true', help='tiny shapes on the CPU interpreter')
 p.add_argument('--budget', type=float, default=300, help='seconds after which optional sections are skipped')
 args = p.parse_args()
-T0 = time.time()
 DEV = 'cpu' if args.smoke else 'cuda'
-OUT = os.environ.get('OUT') or os.path.join(os.path.dirname(__file__), 'results')
-os.makedirs(OUT, exist_ok=True)
 RES = dict(info={}, checks=[], decode=[], prefill=[], errors=[])
 ROWS = []                                                     # the short table printed last
-
-def save():
-    with open(os.path.join(OUT, 'attention_gpu.json'), 'w') as f: json.dump(RES, f, indent=1, default=str)
-
-def log(*a): print(f"[{time.time() - T0:6.1f}s]", *a, flush=True)
+save = saver(RES, 'attention_gpu')
 
 def guarded(name):
     def deco(fn):

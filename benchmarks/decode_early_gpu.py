@@ -34,10 +34,9 @@ def same():
         for ctx in (1, 17, 320, 1000):
             m, cfg, caches, attn, cos, sin, x = setup(preset, layers=2, ctx=ctx)
             with torch.no_grad():
-                A.USE_PDL = False
-                ref = [t.clone() for t in step(m, x, cos, sin, attn)()]
-                ref_caches = [t.clone() for c in caches for t in c]
-                A.USE_PDL = True
+                with A.pdl(False):
+                    ref = [t.clone() for t in step(m, x, cos, sin, attn)()]
+                    ref_caches = [t.clone() for c in caches for t in c]
                 g, out = capture_graph(step(m, x, cos, sin, attn))
                 g.replay()
             torch.cuda.synchronize()

@@ -1,23 +1,22 @@
 #!/usr/bin/env python3
 """Paged decode attention at 64 x 4096 against SDPA on the dense layout, over cache layouts and tiles.
 
-Run from the repository root:  PYTHONPATH=. python3 benchmarks/decode_layout_gpu.py
+Run from the repository root:  PYTHONPATH=.:benchmarks python3 benchmarks/decode_layout_gpu.py
 For Qwen3-0.6B heads (16 q, 8 kv, head_dim 128) and Qwen2.5-0.5B heads (14 q, 2 kv, 64): block sizes 16 and 32, the
 engine's token-major cache [blocks, block_size, Hkv, D] and a head-major one [blocks, Hkv, block_size, D] (handed
 to the kernel as a strided view; the kernels take strides), 7 tile configurations, splits auto/1/2.
 Writes decode_layout_gpu.json to $OUT if set, else to benchmarks/results/.
 """
-import os, sys, json, time, traceback
+import traceback
 import torch
 import torch.nn.functional as F
 from triton.testing import do_bench
 import minillm.kernels.attention as A
 
-OUT = os.environ.get('OUT') or 'benchmarks/results'
-os.makedirs(OUT, exist_ok=True)
-T0, R = time.time(), dict(attn=[], errors=[])
-def log(*a): print(f"[{time.time()-T0:6.1f}s]", *a, flush=True)
-def save(): json.dump(R, open(f'{OUT}/decode_layout_gpu.json', 'w'), indent=1, default=str)
+from helpers.bench_io import log, saver        # benchmarks/helpers/bench_io.py
+
+R = dict(attn=[], errors=[])
+save = saver(R, 'decode_layout_gpu')
 
 def main():
     S, T = 64, 4096

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """GPU checks and timings of the engine's fast path on random-weight models of the real shapes.
 
-Run from the repository root:  PYTHONPATH=. python3 benchmarks/fastpath_gpu.py [--only=gemv,fp32,...]
+Run from the repository root:  PYTHONPATH=.:benchmarks python3 benchmarks/fastpath_gpu.py [--only=gemv,fp32,...]
 Sections (each runs even if an earlier one failed; failures are recorded):
   gemv      the dense GEMV (minillm.kernels.gemv.gemv) against cuBLAS F.linear at M = 1, Qwen3-0.6B and 8B shapes,
             over candidate tile configurations (CUDA-graph replays over enough weight copies to defeat L2)
@@ -85,14 +85,13 @@ def int8_gemv():
         del dense
         for c in INT8_CONFIGS:
             out = torch.empty(1, N, device='cuda', dtype=torch.bfloat16)
-            GV._launch_gemv(x, qs[0][0], qs[0][1], None, out, *c)
+            Q.int8_matmul(x, *qs[0], config=(1, *c), out=out)
             err = ((out.float() - ref).norm() / ref.norm()).item()
             assert err < 1e-2, (name, c, err)
-            row[str(c)] = gtime([lambda q=q, s=s: GV._launch_gemv(x, q, s, None, out, *c) for q, s in qs])
+            row[str(c)] = gtime([lambda q=q, s=s: Q.int8_matmul(x, q, s, config=(1, *c), out=out) for q, s in qs])
         row['w8_linear'] = gtime([lambda q=q, s=s: Q.w8_linear(x, q, s) for q, s in qs])
-        A.USE_PDL = False                                 # the same chain launched plainly
-        try: row['w8_linear_no_pdl'] = gtime([lambda q=q, s=s: Q.w8_linear(x, q, s) for q, s in qs])
-        finally: A.USE_PDL = True
+        with A.pdl(False):                                # the same chain launched plainly
+            row['w8_linear_no_pdl'] = gtime([lambda q=q, s=s: Q.w8_linear(x, q, s) for q, s in qs])
         res.append(row)
         best = min(INT8_CONFIGS, key=lambda c: row[str(c)])
         log(f"{name:13} cuBLAS bf16 {row['cublas_bf16']:6.1f} µs  int8 default {row['w8_linear']:6.1f} ({row['cublas_bf16'] / row['w8_linear']:.2f}x)"

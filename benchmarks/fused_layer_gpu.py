@@ -2,7 +2,7 @@
 """Checks and times the GEMV with RMSNorm folded into its prologue and SwiGLU into its epilogue (minillm.kernels.gemv.
 fused_gemv) and the fused single-row decoder layer (decode_layer), against the unfused chains they replace.
 
-Run from the repository root:  PYTHONPATH=. python3 benchmarks/fused_layer_gpu.py [--tiny] [--only=check,ops,layer]
+Run from the repository root:  PYTHONPATH=.:benchmarks python3 benchmarks/fused_layer_gpu.py [--tiny] [--only=check,ops,layer]
   check  bf16 correctness at Qwen3-0.6B and Qwen3-8B shapes (hidden 1024/4096, qkv 4096/6144, intermediate
          3072/12288), dense and int8: fused vs the unfused Triton chain (new residual bit-identical, outputs within a
          rounding step, share of bit-identical outputs), and both vs the PyTorch reference layers
@@ -13,7 +13,7 @@ Run from the repository root:  PYTHONPATH=. python3 benchmarks/fused_layer_gpu.p
 --tiny   tiny shapes, on CPU under TRITON_INTERPRET=1 when there is no GPU (a smoke test: timings are meaningless)
 Writes fused_layer_gpu.json to $OUT if set, else to benchmarks/results/. Needs torch and triton only (no nbdev/transformers).
 """
-import os, sys, json, time, math, types, traceback
+import os, sys, math, types, traceback
 import torch
 TINY = '--tiny' in sys.argv
 CUDA = torch.cuda.is_available()
@@ -26,16 +26,13 @@ import minillm.quant as Q
 from minillm.config import ModelConfig
 from minillm.layers import RMSNorm, RotaryEmbedding
 from minillm.model import DecoderLayer
+from helpers.bench_io import log, saver        # benchmarks/helpers/bench_io.py
 
-OUT = os.environ.get('OUT') or 'benchmarks/results'
-os.makedirs(OUT, exist_ok=True)
 ONLY = next((a.split('=', 1)[1].split(',') for a in sys.argv if a.startswith('--only=')), ['check', 'ops', 'layer'])
 DEV, DT, EPS, L2 = ('cuda' if CUDA else 'cpu'), torch.bfloat16, 1e-6, 60 * 2**20
-T0 = time.time()
 R = dict(argv=sys.argv, torch=torch.__version__, triton=__import__('triton').__version__,
          device=torch.cuda.get_device_name() if CUDA else 'cpu (interpreter)', errors={})
-def save(): json.dump(R, open(f'{OUT}/fused_layer_gpu.json', 'w'), indent=1, default=str)
-def log(*a): print(f"[{time.time() - T0:6.1f}s]", *a, flush=True)
+save = saver(R, 'fused_layer_gpu')
 
 if TINY:
     SHAPES = {'tiny': dict(K=64, qkv=96, I=48, cfg=dict(hidden_size=64, intermediate_size=48, num_attention_heads=4,
@@ -188,4 +185,4 @@ for row in R.get('ops', []):
 for row in R.get('layer', []):
     print(f"{row['model']:6} {row['kind']:5} {'layer (no attention)':20} {row['unfused_us']:10.1f} {row['fused_us']:9.1f}"
           f" {'':8} {'':>15} {row['unfused_us'] - row['fused_us']:8.1f}")
-print('errors:', list(R['errors']) or 'none', '| JSON:', f'{OUT}/fused_layer_gpu.json')
+log('errors:', list(R['errors']) or 'none')

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""GPU checks and timings for the int8 chapter (minillm.quant) and the CUDA RMSNorm chapter (csrc/rmsnorm.cu, rmsnorm_cuda.py).
+"""GPU checks and timings for the int8 chapter (minillm.quant) and the CUDA RMSNorm chapter (csrc/rmsnorm.cu, built by helpers/rmsnorm_cuda.py).
 
-Run from the repository root:  PYTHONPATH=. python3 benchmarks/int8_rmsnorm_gpu.py [--sweep] [--smoke]
+Run from the repository root:  PYTHONPATH=.:benchmarks python3 benchmarks/int8_rmsnorm_gpu.py [--sweep] [--smoke]
   --sweep  also time the candidate tile configurations of the int8 kernels per M (how the table in
            minillm.quant was chosen; results/int8_rmsnorm_h200_20261129_cb5e77d.json is such a run)
   --smoke  CPU dry run on tiny shapes (Triton interpreter, PyTorch RMSNorm): checks this script, measures nothing
@@ -13,14 +13,11 @@ Writes int8_rmsnorm_gpu.json to the folder named by $OUT if set, else to benchma
 import os, sys, json, time, subprocess, traceback, tempfile
 SMOKE, SWEEP = '--smoke' in sys.argv, '--sweep' in sys.argv
 if SMOKE: os.environ['TRITON_INTERPRET'] = '1'          # before triton is imported
-OUT = os.environ.get('OUT') or 'benchmarks/results'
-os.makedirs(OUT, exist_ok=True)
-T0 = time.time()
 BUILD_LOG = os.path.join(tempfile.gettempdir(), 'minillm_rmsnorm_build.log')
 
 builder = None
 if not SMOKE:   # compile the RMSNorm extension in the background while the int8 work runs on the GPU
-    builder = subprocess.Popen([sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), 'rmsnorm_cuda.py')],
+    builder = subprocess.Popen([sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), 'helpers', 'rmsnorm_cuda.py')],
                                stdout=open(BUILD_LOG, 'w'), stderr=subprocess.STDOUT)
 
 import torch
@@ -31,11 +28,11 @@ from minillm.quant import (quantize_weight, dequantize_weight, dequantize_triton
 from minillm.config import ModelConfig
 from minillm.model import QwenForCausalLM
 from minillm.layers import RMSNorm
+from helpers.bench_io import log, saver        # benchmarks/helpers/bench_io.py
 
 DEV = 'cpu' if SMOKE else 'cuda'
 R = dict(argv=sys.argv, errors={})
-def save(): json.dump(R, open(f'{OUT}/int8_rmsnorm_gpu.json', 'w'), indent=1, default=str)
-def log(*a): print(f"[{time.time() - T0:6.1f}s]", *a, flush=True)
+save = saver(R, 'int8_rmsnorm_gpu')
 
 SECTIONS = {}
 def section(fn): SECTIONS[fn.__name__] = fn; return fn
@@ -332,4 +329,4 @@ for r in R.get('rmsnorm_bench', {}).get('rows', []):
     print(f"rmsnorm {str(r['shape']):12} {r['op']:9} torch {r['torch_us']:7.1f} µs  cuda {r['cuda_us']:7.1f} µs  "
           f"x{r['speedup']:5.1f}  {r['gbs']:6.0f} GB/s ({r['frac_copy']:.0%} of copy)")
 save()
-print(f"total {time.time() - T0:.0f} s")
+log("done")

@@ -1,21 +1,19 @@
 #!/usr/bin/env python3
-"""Qwen3-8B batch-1 decode step, bf16 and int8 engines, and what each launch choice of the int8 path is worth: graph
-replay time of one decode step (at position 320) with one choice undone at a time, end-to-end tokens/s for the engines as they are and
-for the int8 engine as it was before these choices.
+"""Qwen3-8B batch-1 decode step, bf16 and int8 engines: graph replay time of one decode step (at position 320) and
+end-to-end tokens/s, for the engines as they are and with a choice undone, and the int8 products alone.
 
-Run from the repository root:  PYTHONPATH=.:benchmarks python3 benchmarks/int8_step_gpu.py [--only=variants,ablations,chain,prefetch,convert,pre,tiles]
+Run from the repository root:  PYTHONPATH=.:benchmarks python3 benchmarks/int8_step_gpu.py [--only=variants,chain,prefetch,convert]
 Sections:
   variants  the engines' step and tokens/s, and as they were before (the new K/V stored by store_kv instead of
             the decode kernel: one attention launch a layer more); int8 with SiLU * up in the gate_up GEMV's epilogue
-  ablations the launch choices of the int8 path before these, one undone at a time (a bf16 head, plain launches,
-            the tensor-core kernel for wide products at one row, one weight chunk before the PDL wait), and the
-            fused decoder layer
-  chain     36 layers of the four int8 products alone, one CUDA graph: µs per layer against the bytes they read
+  chain     36 layers of the four int8 products alone, one CUDA graph: µs per layer against the bytes they read,
+            with and without PDL, and with the tensor-core kernel instead of the GEMV for the wide product
   prefetch  each layer's o weights (and more) read into L2 on a side stream during attention
   convert   the int8 GEMV's weight conversion (magic-number fp32, int-to-float, bf16 products, and int-to-float
             without the multiply), as product chains: how much of a product's time is arithmetic
-  pre       the int8 GEMV's tile and how many of its K chunks load before the PDL wait (during the kernels before it)
-  tiles     more int8 tiles with their chunk counts: for every product, for down (K = 12288) alone, for the head alone
+Every switch is a public one: the runner's `store`, `minillm.kernels.gemv.fused_gemv`, `int8_matmul`'s `config`,
+`minillm.kernels.attention.pdl`. (The sweeps of the int8 GEMV's tiles and of its chunks before the PDL wait, and the
+ablations of 13_int8's table patched the launcher: they are this script as of commit 1ef0aff, `--only=variants,pre,tiles`.)
 Writes int8_step_gpu.json to $OUT if set, else to benchmarks/results/.
 """
 import gc, sys, time, types, traceback, statistics
@@ -37,46 +35,18 @@ from helpers.int8_products import SHAPES, int8_layers
 R = dict(argv=sys.argv, errors={}, step_ms={}, e2e={})
 save = saver(R, 'int8_step_gpu')
 
-OPT = dict(pdl=True, cfg=None, fcfg=None, pre=None, dense_pre=None)
-ORIG = GV._launch_gemv
-def launch(x2, weight, scale, bias, out, block_n, block_k, num_warps, num_stages=1,
-           norm_weight=None, eps=0.0, residual=None, res_out=None, swiglu=False, pre=None):
-    "GV._launch_gemv with the variant's PDL choice, tiles for int8 weights and chunks before the wait."
-    int8 = scale is not None
-    cfg = OPT['cfg']
-    if isinstance(cfg, dict):                                   # by product: (BLOCK_N, BLOCK_K, warps[, pre])
-        cfg = cfg.get('head' if out.shape[1] > 100000 else 'down' if x2.shape[1] > 8192 else 'other', cfg['other'])
-    if int8 and norm_weight is None and not swiglu and cfg: block_n, block_k, num_warps, pre = (*cfg, None)[:4]
-    if (norm_weight is not None or swiglu) and OPT['fcfg']: block_n, block_k, num_warps = OPT['fcfg']
-    pre = (pre or OPT['pre']) if int8 else OPT['dense_pre']
-    A.USE_PDL = OPT['pdl'] or not int8
-    try: ORIG(x2, weight, scale, bias, out, block_n, block_k, num_warps, num_stages, norm_weight, eps, residual, res_out, swiglu, pre)
-    finally: A.USE_PDL = True
-GV._launch_gemv = Q._launch_gemv = launch
-CONFIGS0, HEADS = list(Q._CONFIGS), {}
-
-def apply(llm, pdl=True, tc_wide=False, bf16_head=False, fused=False, cfg=None, fcfg=None, pre=None, swiglu=False, dense_pre=None,
-          store=True):
+def apply(llm, swiglu=False, store=True):
     "Set the switches on `llm`'s model; the defaults are the engine as it is."
-    m = llm.engine.model
     llm.engine.runner.store = None if store else A.store_kv   # the new K/V: by the decode kernel, or store_kv
-    OPT.update(pdl=pdl, cfg=cfg, fcfg=fcfg, pre=pre, dense_pre=dense_pre)
-    Q._CONFIGS[:] = CONFIGS0
-    if tc_wide: Q._CONFIGS[0] = (1, CONFIGS0[0][1], (16, 64, 256, 4, 3), CONFIGS0[0][3])     # one row, wide: the tensor-core kernel
-    Q.pick_config.cache_clear()
-    GV.FUSED_LAYER_MAX_HIDDEN = 1 << 20 if fused else 2048
-    GV.use_fused_kernels(m)
-    if isinstance(m.lm_head, Q.QuantLinear): HEADS['int8'] = m.lm_head
-    m.lm_head = HEADS['bf16'] if bf16_head else HEADS.get('int8', m.lm_head)
-    for layer in m.model.layers:
+    for layer in llm.engine.model.model.layers:
         vars(layer.mlp).pop('forward', None)
         if swiglu: layer.mlp.forward = types.MethodType(_mlp_swiglu, layer.mlp)
 
 def _mlp_swiglu(self, x):
     "The MLP with gate_up and SiLU * up in one GEMV launch for one row."
-    w, b, s = GV._weights(self.gate_up_proj)
     if x.numel() != x.shape[-1]: return type(self).forward(self, x)
-    return self.down_proj(GV.fused_gemv(x, w, b, s, swiglu=True))
+    p = self.gate_up_proj
+    return self.down_proj(GV.fused_gemv(x, p.weight, p.bias, getattr(p, 'scale', None), swiglu=True))
 
 def step_ms(llm, n=100, blocks=3, ctx=320):
     "ms per replay of a freshly captured batch-1 decode graph at position `ctx` (blocks of its own): the median of `blocks` runs of `n` replays."
@@ -199,22 +169,20 @@ def run_prefetch(llm, kind, base_kw):
             R['errors'][f'{kind} {label}'] = traceback.format_exc(); log('FAILED', kind, label); print(traceback.format_exc())
         drop_prefetch(llm.engine.model); save()
 
+TC_WIDE = (16, 64, 256, 4, 3)        # the tensor-core kernel's tile for one row of a wide product (N >= 16,384)
+
 def chain():
     "36 layers of the four int8 products alone (distinct weights), one CUDA graph: µs per layer, per variant."
     W, X, _ = int8_layers()
     bytes_layer = sum(n * kk for n, kk in SHAPES.values())
     res = R['chain'] = dict(bytes_per_layer=bytes_layer)
-    for label, kw in [('engine', {}), ('no pdl', dict(pdl=False)), ('tensor-core wide', dict(tc_wide=True)),
-                      ('no pdl, tensor-core wide', dict(pdl=False, tc_wide=True))]:
-        OPT.update(pdl=kw.get('pdl', True), cfg=None)
-        Q._CONFIGS[:] = CONFIGS0
-        if kw.get('tc_wide'): Q._CONFIGS[0] = (1, CONFIGS0[0][1], (16, 64, 256, 4, 3), CONFIGS0[0][3])
-        Q.pick_config.cache_clear()
-        calls = [lambda w=w, k=k: Q.int8_matmul(X[k], *w[k]) for w in W for k in SHAPES]
-        res[label] = graph_us(calls) * 4
+    for label, pdl, tc_wide in [('engine', True, False), ('no pdl', False, False), ('tensor-core wide', True, True),
+                                ('no pdl, tensor-core wide', False, True)]:
+        cfg = lambda k: TC_WIDE if tc_wide and SHAPES[k][0] >= 16384 else None     # None: the engine's table
+        calls = [lambda w=w, k=k: Q.int8_matmul(X[k], *w[k], config=cfg(k)) for w in W for k in SHAPES]
+        with A.pdl(pdl): res[label] = graph_us(calls) * 4
         log(f"chain {label:24} {res[label]:.1f} µs/layer ({bytes_layer / res[label] / 1e6:.2f} TB/s)")
         save()
-    Q._CONFIGS[:] = CONFIGS0; Q.pick_config.cache_clear(); OPT.update(pdl=True)
     del W; torch.cuda.empty_cache()
 
 from minillm.kernels.attention import gdc_launch_dependents, gdc_wait
@@ -265,33 +233,11 @@ for fn in (chain, convert):
 
 INT8 = [('engine', {}), ('before', dict(store=False)), ('swiglu', dict(swiglu=True))]
 BF16 = [('engine', {}), ('before', dict(store=False))]
-ABLATIONS = [('bf16 head', dict(bf16_head=True)), ('no pdl', dict(pdl=False)), ('tensor-core wide', dict(tc_wide=True)),
-             ('pre 1', dict(pre=1)), ('fused', dict(fused=True))]
-E = (4, 512, 2, 2)                                     # the engine's int8 tile and chunks before the wait
-TILES = [('engine', {})] + [(f'all {c}', dict(cfg=c)) for c in ((4, 512, 1, 2), (2, 512, 1, 2), (8, 512, 2, 2), (4, 512, 4, 2),
-                                                                  (8, 256, 2, 4), (2, 512, 2, 2), (2, 512, 2, 4))]
-TILES += [(f'down {c}', dict(cfg={'down': c, 'other': E})) for c in ((4, 1024, 2, 2), (4, 1024, 4, 2), (8, 512, 4, 4), (2, 1024, 2, 4), (4, 512, 2, 4))]
-TILES += [(f'head {c}', dict(cfg={'head': c, 'other': E})) for c in ((8, 512, 4, 2), (16, 512, 8, 2))]
-PRE = [('engine', {})] + [(f'{c} pre {p}', dict(cfg=c, pre=p)) for c, ps in (((4, 512, 2), (2, 3, 4)), ((4, 1024, 2), (1, 2)),
-       ((2, 1024, 2), (1, 2, 4)), ((8, 512, 4), (2, 4)), ((2, 2048, 2), (1, 2)), ((4, 256, 2), (4,))) for p in ps]
-PRE += [('pre 2 swiglu', dict(pre=2, swiglu=True)), ('pre 2 swiglu (4,512,2)', dict(pre=2, swiglu=True, fcfg=(4, 512, 2)))]
-BF16_PRE = [('engine', {}), ('dense pre 2', dict(dense_pre=2)), ('dense pre 3', dict(dense_pre=3)), ('swiglu', dict(swiglu=True))]
 for kind, q, variants in (('bf16', None, BF16), ('int8', 'int8', INT8)):
-    if not {'variants', 'ablations', 'prefetch', 'pre', 'tiles'} & set(only): break
+    if not {'variants', 'prefetch'} & set(only): break
     llm = LLM(str(ck), quantization=q, **KW)
     llm.generate(PS, SamplingParams(temperature=0, max_tokens=8, ignore_eos=True), use_tqdm=False)
-    if q is None: HEADS['bf16'] = llm.engine.model.lm_head
     res = run_variants(llm, kind, variants if 'variants' in only else variants[:1])
-    if q and 'ablations' in only: run_variants(llm, kind, ABLATIONS)
-    if not q and 'pre' in only: run_variants(llm, kind, BF16_PRE)
-    if q and 'tiles' in only:
-        res = run_variants(llm, kind, TILES)
-        best = min(res, key=res.get)
-        if best != 'engine': run_e2e(llm, kind, best, dict(TILES)[best])
-    if q and 'pre' in only:
-        res = run_variants(llm, kind, PRE)
-        best = min(res, key=res.get)
-        if best not in ('engine', 'before'): run_e2e(llm, kind, best, dict(PRE)[best])
     if 'prefetch' in only: run_prefetch(llm, kind, {})
     run_e2e(llm, kind, 'engine', {})
     if 'variants' in only:

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """RMSNorm in the engine: the Triton norm (chapter 10a, what `use_fused_kernels` gives every `RMSNorm.kernel`) against
-the CUDA kernel (chapter 14, csrc/rmsnorm.cu, built by rmsnorm_cuda.py), as tokens/s of `LLM.generate` on random-weight Qwen3-0.6B.
+the CUDA kernel (chapter 14, csrc/rmsnorm.cu, built by helpers/rmsnorm_cuda.py), as tokens/s of `LLM.generate` on random-weight Qwen3-0.6B.
 
 Run from the repository root:  PYTHONPATH=.:benchmarks python3 benchmarks/rmsnorm_engine_gpu.py [--repeats 5]
 About 40 s with warm caches; about 90 s on a fresh machine, where the extension's nvcc build (72 s there, chapter
@@ -37,7 +37,7 @@ BUILD_LOG = os.path.join(tempfile.gettempdir(), 'minillm_rmsnorm_engine_build.lo
 
 def start_build():
     "Compile (or load from the extension cache) the CUDA RMSNorm kernel in another process; returns the process."
-    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'rmsnorm_cuda.py')
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'helpers', 'rmsnorm_cuda.py')
     return subprocess.Popen([sys.executable, script], stdout=open(BUILD_LOG, 'w'), stderr=subprocess.STDOUT)
 
 BUILDER = start_build() if __name__ == '__main__' and not SMOKE else None    # first: it is the longest part

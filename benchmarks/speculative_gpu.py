@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Where the time of n-gram speculation goes, on random-weight Qwen3-0.6B (bf16) on a CUDA GPU.
 
-Run from the repository root:  PYTHONPATH=. python3 benchmarks/speculative_gpu.py [--only=rows,steps,e2e] [--ks=0,3] [--batches=1,8]
+Run from the repository root:  PYTHONPATH=.:benchmarks python3 benchmarks/speculative_gpu.py [--only=rows,steps,e2e] [--ks=0,3] [--batches=1,8]
 Sections (each runs even if an earlier one failed; failures are recorded):
   rows   the GEMV kernels at 1-8 rows against cuBLAS F.linear, Qwen3-0.6B and 8B layer shapes, tile candidates (a
          verify step of one sequence has k + 1 rows); the best 0.6B tile is used by the sections after it

@@ -4,7 +4,7 @@
 The engine normalises with the Triton kernel of chapter 10a; this kernel is the chapter's study, not a module of
 the package. `load()` compiles it with nvcc on first use (about a minute, then from PyTorch's extension cache) and
 raises if that fails: nothing falls back to PyTorch here, so a timing is always of the kernel.
-Run as a script, it builds (or loads) the kernel and prints how long that took:  python benchmarks/rmsnorm_cuda.py
+Run as a script, it builds (or loads) the kernel and prints how long that took:  python benchmarks/helpers/rmsnorm_cuda.py
 """
 import time
 from pathlib import Path

@@ -4,7 +4,7 @@
 
 # %% ../../nbs/10_triton_attention.ipynb #70ce9851
 from __future__ import annotations
-import functools, os, sys, warnings
+import contextlib, functools, os, sys, warnings
 import torch
 
 def use_interpreter() -> bool:
@@ -36,7 +36,7 @@ import triton.language as tl
 from ..engine import PLUGINS
 
 # %% auto #0
-__all__ = ['USE_PDL', 'LONG_CONTEXT', 'use_interpreter', 'pdl_options', 'store_kv', 'decode_splits', 'paged_decode',
+__all__ = ['USE_PDL', 'LONG_CONTEXT', 'use_interpreter', 'pdl_options', 'pdl', 'store_kv', 'decode_splits', 'paged_decode',
            'paged_prefill', 'paged_attention', 'unsupported', 'triton_plugin']
 
 # %% ../../nbs/10_triton_attention.ipynb #11401de6
@@ -124,6 +124,15 @@ def _pdl_start(PDL: tl.constexpr):
     if PDL:
         gdc_launch_dependents()
         gdc_wait()
+
+# %% ../../nbs/10_triton_attention.ipynb #5158ae93
+@contextlib.contextmanager
+def pdl(enabled: bool):
+    "Launch with PDL (`enabled`) or plainly inside the block; `USE_PDL` is as before after it."
+    global USE_PDL
+    before, USE_PDL = USE_PDL, bool(enabled)
+    try: yield
+    finally: USE_PDL = before
 
 # %% ../../nbs/10_triton_attention.ipynb #2b84d5a7
 @triton.jit
