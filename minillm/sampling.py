@@ -45,6 +45,22 @@ def _bool(name, v) -> bool:
     if not isinstance(v, bool): raise ValueError(f"{name} must be a bool, got {v!r}")
     return v
 
+# %% ../nbs/07_sampling.ipynb #852e82cb
+def _stops(v) -> list:
+    "`stop` as a list of non-empty strings (a str becomes a one-element list)."
+    stop = [] if v is None else [v] if isinstance(v, str) else v
+    if not isinstance(stop, (list, tuple)) or not all(isinstance(s, str) and s for s in stop):
+        raise ValueError(f"stop must be None, a non-empty str or a list of non-empty str, got {v!r}")
+    return list(stop)
+
+def _token_ids(v) -> list:
+    "`stop_token_ids` as a list of ints >= 0."
+    ids = [] if v is None else v
+    if not isinstance(ids, (list, tuple)) or not all(
+            isinstance(t, numbers.Integral) and not isinstance(t, bool) and t >= 0 for t in ids):
+        raise ValueError(f"stop_token_ids must be None or a list of ints >= 0, got {v!r}")
+    return [int(t) for t in ids]
+
 # %% ../nbs/07_sampling.ipynb #4c5e539b
 @dataclass
 class SamplingParams:
@@ -92,18 +108,7 @@ class SamplingParams:
         if self.min_tokens > self.max_tokens:
             raise ValueError(f"min_tokens must be <= max_tokens ({self.max_tokens}), "
                              f"got {self.min_tokens}")
-        stop = [] if self.stop is None else [self.stop] if isinstance(self.stop, str) else self.stop
-        if not isinstance(stop, (list, tuple)) or not all(isinstance(s, str) and s for s in stop):
-            raise ValueError(f"stop must be None, a non-empty str or a list of non-empty str, "
-                             f"got {self.stop!r}")
-        self.stop = list(stop)
-        ids = [] if self.stop_token_ids is None else self.stop_token_ids
-        if not isinstance(ids, (list, tuple)) or not all(
-                isinstance(t, numbers.Integral) and not isinstance(t, bool) and t >= 0
-                for t in ids):
-            raise ValueError(f"stop_token_ids must be None or a list of ints >= 0, "
-                             f"got {self.stop_token_ids!r}")
-        self.stop_token_ids = [int(t) for t in ids]
+        self.stop, self.stop_token_ids = _stops(self.stop), _token_ids(self.stop_token_ids)
         self.ignore_eos = _bool('ignore_eos', self.ignore_eos)
         if self.logprobs is not None:
             self.logprobs = _int('logprobs', self.logprobs, lambda v: v >= 0, "None or an int >= 0")
