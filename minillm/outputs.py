@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 # %% auto #0
-__all__ = ['CompletionOutput', 'RequestOutput', 'RequestMetrics', 'StreamOutput', 'detokenize_step']
+__all__ = ['CompletionOutput', 'RequestMetrics', 'RequestOutput', 'StreamOutput', 'detokenize_step']
 
 # %% ../nbs/08b_outputs.ipynb #29cc72a9
 @dataclass
@@ -19,6 +19,18 @@ class CompletionOutput:
     finish_reason: str | None      # 'stop', 'length', 'error', 'abort', or None while running
     logprobs: list | None = None   # per token: {token_id: logprob} (sampled token and the top n)
     cumulative_logprob: float | None = None
+
+# %% ../nbs/08b_outputs.ipynb #ba91f59d
+@dataclass
+class RequestMetrics:
+    "Timings of one request (seconds, `time.perf_counter` clock)."
+    arrival_time: float
+    first_token_time: float | None = None
+    finish_time: float | None = None
+    num_cached_tokens: int = 0          # prompt tokens served from the prefix cache
+    @property
+    def ttft(self):
+        return None if self.first_token_time is None else self.first_token_time - self.arrival_time
 
 # %% ../nbs/08b_outputs.ipynb #84e42f95
 @dataclass
@@ -37,18 +49,6 @@ class RequestOutput:
         m, n = self.metrics, len(self.outputs[0].token_ids)
         return ((m.finish_time - m.first_token_time) / (n - 1)
                 if m and m.finish_time and n > 1 else None)
-
-# %% ../nbs/08b_outputs.ipynb #ba91f59d
-@dataclass
-class RequestMetrics:
-    "Timings of one request (seconds, `time.perf_counter` clock)."
-    arrival_time: float
-    first_token_time: float | None = None
-    finish_time: float | None = None
-    num_cached_tokens: int = 0          # prompt tokens served from the prefix cache
-    @property
-    def ttft(self):
-        return None if self.first_token_time is None else self.first_token_time - self.arrival_time
 
 # %% ../nbs/08b_outputs.ipynb #59275379
 @dataclass

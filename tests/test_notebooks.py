@@ -50,3 +50,16 @@ def test_results_cited():
     "Every file of benchmarks/results is cited by a chapter or the README, and every result they cite exists."
     r = subprocess.run([sys.executable, str(ROOT/'tools'/'check_results.py')], capture_output=True, text=True)
     assert r.returncode == 0, r.stdout
+
+def test_colab_cells():
+    "Every chapter installs minillm in Colab; one that reads files of the repository does it in a checkout's nbs/."
+    import json
+    for nb in NBS:
+        if nb.stem in ('index', 'quickstart'): continue
+        cells = [(c['cell_type'], ''.join(c['source'])) for c in json.loads(nb.read_text())['cells']]
+        colab = [s for _, s in cells if '# in Colab' in s]
+        assert colab and 'pip install' in colab[0], f"{nb.name}: no Colab cell that installs minillm"
+        reads = any(t == 'code' and not s.startswith('#| hide') and any(p in s for p in ('benchmarks/results', "'benchmarks'", 'csrc/', "'..'"))
+                    for t, s in cells)
+        assert not reads or '%cd /content/minillm/nbs' in colab[0], \
+            f"{nb.name} reads files of the repository: its Colab cell must clone it and work in its nbs/"
