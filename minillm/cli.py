@@ -36,48 +36,48 @@ _positive_int, _non_negative_int, _port = (_int_at_least(1), _int_at_least(0),
 # %% ../nbs/20_cli.ipynb #d041c9e5
 DTYPE_CHOICES = ('auto', 'float32', 'bfloat16', 'float16')
 
-# %% ../nbs/20_cli.ipynb #80a1c2ba
-def build_parser():
+# %% ../nbs/20_cli.ipynb #dcb6db4f
+def _model_args(p, speculative_help: str):
+    "The options of a command that loads a model: which, in what dtype, on which device, with drafts or not."
     from minillm.loading import DEFAULT_MODEL
+    p.add_argument('--model', default=DEFAULT_MODEL, help=f'checkpoint directory or Hugging Face id '
+                                                          f'(default: {DEFAULT_MODEL}, a tiny random Qwen3)')
+    p.add_argument('--dtype', choices=DTYPE_CHOICES, default='auto',
+                   help='weights and activations dtype (default: auto)')
+    p.add_argument('--device', default='auto', help="'cpu', 'cuda', 'cuda:N' or 'auto' (default)")
+    p.add_argument('--speculative-tokens', type=_non_negative_int, default=0, help=speculative_help)
+
+# %% ../nbs/20_cli.ipynb #2e4c997b
+def _generate_args(p):
+    p.add_argument('prompt', help='the text to continue')
+    _model_args(p, 'n-gram drafts verified per step (default: 0, off)')
+    p.add_argument('--max-tokens', type=_positive_int, default=32,
+                   help='number of tokens to generate (default: 32)')
+    p.add_argument('--temperature', type=float, default=0.0, help='0 (default) is greedy')
+    p.add_argument('--top-p', type=float, default=1.0, help='nucleus sampling threshold (default: 1, off)')
+    p.add_argument('--seed', type=int, default=None, help='seed for sampling')
+
+# %% ../nbs/20_cli.ipynb #0d3d637d
+def _serve_args(p):
+    _model_args(p, 'n-gram drafts per step (default: 0, off)')
+    p.add_argument('--host', default='127.0.0.1', help='address to listen on (default: 127.0.0.1)')
+    p.add_argument('--port', type=_port, default=8000, help='port to listen on (default: 8000)')
+    p.add_argument('--served-model-name', default=None, help="the model's name in the API (default: --model)")
+    p.add_argument('--max-model-len', type=_positive_int, default=None,
+                   help="longest prompt + output (default: the model's)")
+    p.add_argument('--max-num-seqs', type=_positive_int, default=256,
+                   help='most sequences in a step (default: 256)')
+    p.add_argument('--gpu-memory-utilization', type=float, default=0.9,
+                   help='share of the GPU to use (default: 0.9)')
+    p.add_argument('--quantization', choices=('int8',), default=None, help='int8 weights (default: none)')
+
+# %% ../nbs/20_cli.ipynb #b31c3f6c
+def build_parser():
     p = _Parser(prog='minillm', description='A small, fast LLM inference engine for Qwen2/Qwen3.')
     sub = p.add_subparsers(dest='command', required=True, parser_class=_Parser)
-    g = sub.add_parser('generate', help='generate a continuation of a prompt')
-    g.add_argument('prompt', help='the text to continue')
-    g.add_argument('--model', default=DEFAULT_MODEL,
-                   help=f'checkpoint directory or Hugging Face id '
-                        f'(default: {DEFAULT_MODEL}, a tiny random Qwen3)')
-    g.add_argument('--max-tokens', type=_positive_int, default=32,
-                   help='number of tokens to generate (default: 32)')
-    g.add_argument('--dtype', choices=DTYPE_CHOICES, default='auto',
-                   help='weights and activations dtype (default: auto)')
-    g.add_argument('--device', default='auto', help="'cpu', 'cuda', 'cuda:N' or 'auto' (default)")
-    g.add_argument('--temperature', type=float, default=0.0, help='0 (default) is greedy')
-    g.add_argument('--top-p', type=float, default=1.0,
-                   help='nucleus sampling threshold (default: 1, off)')
-    g.add_argument('--seed', type=int, default=None, help='seed for sampling')
-    g.add_argument('--speculative-tokens', type=_non_negative_int, default=0,
-                   help='n-gram drafts verified per step (default: 0, off)')
-    s = sub.add_parser('serve', help='an OpenAI-compatible server: '
-                                     '/v1/completions, /v1/chat/completions, /metrics')
-    s.add_argument('--model', default=DEFAULT_MODEL,
-                   help=f'checkpoint directory or Hugging Face id (default: {DEFAULT_MODEL})')
-    s.add_argument('--host', default='127.0.0.1', help='address to listen on (default: 127.0.0.1)')
-    s.add_argument('--port', type=_port, default=8000, help='port to listen on (default: 8000)')
-    s.add_argument('--served-model-name', default=None,
-                   help="the model's name in the API (default: --model)")
-    s.add_argument('--dtype', choices=DTYPE_CHOICES, default='auto',
-                   help='weights and activations dtype (default: auto)')
-    s.add_argument('--device', default='auto', help="'cpu', 'cuda', 'cuda:N' or 'auto' (default)")
-    s.add_argument('--max-model-len', type=_positive_int, default=None,
-                   help='longest prompt + output (default: the model\'s)')
-    s.add_argument('--max-num-seqs', type=_positive_int, default=256,
-                   help='most sequences in a step (default: 256)')
-    s.add_argument('--gpu-memory-utilization', type=float, default=0.9,
-                   help='share of the GPU to use (default: 0.9)')
-    s.add_argument('--speculative-tokens', type=_non_negative_int, default=0,
-                   help='n-gram drafts per step (default: 0, off)')
-    s.add_argument('--quantization', choices=('int8',), default=None,
-                   help='int8 weights (default: none)')
+    _generate_args(sub.add_parser('generate', help='generate a continuation of a prompt'))
+    _serve_args(sub.add_parser('serve', help='an OpenAI-compatible server: '
+                                             '/v1/completions, /v1/chat/completions, /metrics'))
     from minillm import bench
     bench.add_arguments(sub.add_parser(
         'bench', help='throughput benchmarks against transformers (needs a CUDA GPU)'))
