@@ -252,12 +252,9 @@ def _commit() -> str:
                               capture_output=True, text=True).stdout.strip()
     except OSError: return ''                                          # no git
 
-# %% ../nbs/16_benchmarks.ipynb #4f2b9dd8
-def run_suite(presets=('qwen3-0.6b',), workloads=('batch',), peers=PEERS,
-              batch_sizes=(1, 8, 32, 64), repeats=3, name=None, out=None, device='cuda',
-              dtype='bfloat16', mixed_requests=256, prefix_requests=32, bandwidth=None,
-              bandwidth_gib=4.0, timeout=None, verbose=True) -> list:
-    "Run each peer on each preset in its own process; floors, ratios; JSON to `out` (default RESULTS/<name>.json); the rows."
+# %% ../nbs/16_benchmarks.ipynb #b17848be
+def _suite_names(presets, peers, dtype, repeats) -> tuple:
+    "`presets` and `peers` as lists, after checking them, `dtype` and `repeats`; a ValueError names what is wrong."
     presets, peers = ([presets] if isinstance(presets, str) else list(presets),
                       [peers] if isinstance(peers, str) else list(peers))
     for p in presets: model_config(p)
@@ -267,6 +264,26 @@ def run_suite(presets=('qwen3-0.6b',), workloads=('batch',), peers=PEERS,
         raise ValueError(f"dtype {dtype!r} is not supported; choose from {', '.join(DTYPE_BYTES)}")
     if not isinstance(repeats, int) or repeats < 1:
         raise ValueError(f"repeats must be an int >= 1, got {repeats!r}")
+    return presets, peers
+
+# %% ../nbs/16_benchmarks.ipynb #5bd78d8b
+def _run_worker(model, peer, specs, device, dtype, repeats, timeout) -> tuple:
+    "`peer`'s rows on `model` for `specs`, from one worker process, and the worker's error (None if none)."
+    res, err = _launch(['worker', '--peer', peer, '--model', model, '--device', device, '--dtype', dtype,
+                        '--repeats', repeats, '--specs', json.dumps(specs)], timeout)
+    got = res.get('results', [])
+    got += [dict(index=i, label=workload_label(s), spec=s, error=err or 'no result')
+            for i, s in enumerate(specs) if i not in {g['index'] for g in got}]
+    got.sort(key=lambda g: g['index'])
+    return [dict(model=model, peer=peer, env=res.get('env'), **g) for g in got], err
+
+# %% ../nbs/16_benchmarks.ipynb #581b9e52
+def run_suite(presets=('qwen3-0.6b',), workloads=('batch',), peers=PEERS,
+              batch_sizes=(1, 8, 32, 64), repeats=3, name=None, out=None, device='cuda',
+              dtype='bfloat16', mixed_requests=256, prefix_requests=32, bandwidth=None,
+              bandwidth_gib=4.0, timeout=None, verbose=True) -> list:
+    "Run each peer on each preset in its own process; floors, ratios; JSON to `out` (default RESULTS/<name>.json); the rows."
+    presets, peers = _suite_names(presets, peers, dtype, repeats)
     specs = build_specs([workloads] if isinstance(workloads, str) else workloads, batch_sizes,
                         mixed_requests, prefix_requests)
     if torch.device(device).type == 'cuda' and not torch.cuda.is_available():
@@ -283,17 +300,10 @@ def run_suite(presets=('qwen3-0.6b',), workloads=('batch',), peers=PEERS,
             mine = [s for s in specs if supports(peer, s)]
             if not mine: continue
             t0 = time.perf_counter()
-            res, err = _launch(['worker', '--peer', peer, '--model', model, '--device', device,
-                                '--dtype', dtype, '--repeats', repeats, '--specs',
-                                json.dumps(mine)], timeout)
-            got = res.get('results', [])
-            got += [dict(index=i, label=workload_label(s), spec=s, error=err or 'no result')
-                    for i, s in enumerate(mine) if i not in {g['index'] for g in got}]
-            rows += [dict(model=model, peer=peer, env=res.get('env'), **g)
-                     for g in sorted(got, key=lambda g: g['index'])]
+            got, err = _run_worker(model, peer, mine, device, dtype, repeats, timeout)
+            rows += got
             say(f"{peer:10} {Path(str(model)).name}: {len(mine)} workload(s) in "
-                f"{time.perf_counter() - t0:.0f} s"
-                + (f"; {err}" if err else ''))
+                f"{time.perf_counter() - t0:.0f} s" + (f"; {err}" if err else ''))
     summarize(rows, bandwidth, dtype)
     out = Path(out) if out else RESULTS/f"{name or time.strftime('bench-%Y%m%d-%H%M%S')}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
