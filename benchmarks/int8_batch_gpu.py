@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Int8 products of Qwen3-8B at 16 to 128 rows (continuous-batching decode), chapter 13: bf16 cuBLAS against the
 engine's int8 kernel with its tile table (`int8_matmul`), and against the same kernel over 15 tiles, each with the
-batch in one block of rows (`BLOCK_M` 16, 32, 64, or 64 and 128 above 64 rows) and 1, 2 or 4 K splits (1 for the
-wide gate/up product). Each product is timed as 36 layers of distinct weights replayed from one CUDA graph, as a
-decode step runs them; each candidate is first checked against a float64 reference.
+batch in one block of rows (`BLOCK_M` the power of two from 16 that holds it; 64 and 128 above 64 rows) and 1, 2
+or 4 K splits (1 for the wide gate/up product). Each product is timed as 36 layers of distinct weights replayed
+from one CUDA graph, as a decode step runs them; each candidate is first checked against a float64 reference.
 
 Run from the repository root:  PYTHONPATH=.:benchmarks python3 benchmarks/int8_batch_gpu.py [--m=32,64] [--smoke]
 --smoke runs tiny shapes on the CPU (Triton's interpreter), to check the script. Writes int8_batch_gpu.json to $OUT
@@ -11,6 +11,7 @@ if set, else to benchmarks/results/.
 """
 import sys, itertools
 import torch
+import triton
 import minillm.quant as Q
 from helpers.graph_timing import graph_us                       # benchmarks/helpers/graph_timing.py
 from helpers.int8_products import SHAPES                        # (N, K) of the four products
@@ -31,7 +32,7 @@ def rel(a, b): return ((a.double() - b).norm() / b.norm()).item()
 def sweep(x, ws, out, ref, M, N):
     "Every tile that computes the product correctly, with its µs per call."
     cands = {}
-    bms = (64, 128) if M > 64 else (max(16, M),)
+    bms = (64, 128) if M > 64 else (triton.next_power_of_2(max(16, M)),)     # the batch in one block of rows
     tiles, splits = TILES[:2] if SMOKE else TILES, (1, 2, 4) if N <= 8192 else (1,)
     for bm, (bn, bk, nw, ns), split in itertools.product(bms, tiles, splits):
         cfg = Q._fit((bm, bn, bk, nw, ns), 2, Q._smem_limit(x.device)) + (split,)
