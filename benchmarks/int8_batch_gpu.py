@@ -69,7 +69,9 @@ def products():
             cands = sweep(x, ws, out, ref, M, N)
             r['candidates'] = {str(c): v for c, v in cands.items()}
             ok = {c: v['us'] for c, v in cands.items() if v.get('us')}
-            if not ok: log(f"M={M} {name}: no candidate ran:", next(iter(cands.values()))); continue
+            if not ok:
+                R['errors'][f'M={M} {name}'] = f"no candidate ran: {next(iter(cands.values()))}"
+                log(f"M={M} {name}:", R['errors'][f'M={M} {name}']); continue
             best = min(ok, key=ok.get)
             r.update(best=best, best_us=ok[best], gbs_best=N * K / ok[best] / 1e3)
             log(f"M={M:3} {name:8} bf16 {r['bf16']:7.1f}  int8 now {r['int8_now']:7.1f} {r['int8_now_cfg']}  "
