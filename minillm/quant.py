@@ -133,7 +133,7 @@ def _fit(cfg, esize: int, limit: int):
 # %% ../nbs/13_int8.ipynb #2c4be61a
 @lru_cache(maxsize=4096)
 def pick_config(M: int, N: int, K: int, dtype=torch.bfloat16, device=torch.device('cpu')):
-    "Tile shape `(BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages)` for an `[M, K] x [K, N]` product."
+    "Tile shape `(BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages[, K splits])` for an `[M, K] x [K, N]` product."
     narrow, wide, deep = next(row[1:] for row in _CONFIGS if row[0] is None or M <= row[0])
     cfg = wide if N >= _WIDE_N else deep if K >= _DEEP_K else narrow
     if cfg[0] == 1: return cfg                                              # GEMV: no shared memory
