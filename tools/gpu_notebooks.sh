@@ -17,7 +17,9 @@ import sys
 from execnb.shell import CaptureShell
 src, dest = sys.argv[1], sys.argv[2]
 sh = CaptureShell(src)
-sh.execute(src, dest, exc_stop=False)
+# like nbdev_test, skip the cells marked `#| eval: false` (the Colab set-up)
+skip = lambda cell: cell.cell_type == 'code' and '#| eval: false' in cell.source
+sh.execute(src, dest, exc_stop=False, preproc=skip)
 import json
 errs = [o for c in json.load(open(dest))['cells'] if c['cell_type'] == 'code' for o in c.get('outputs', []) if o.get('output_type') == 'error']
 for e in errs: print('ERROR in', src, e.get('ename'), e.get('evalue'))
