@@ -5,8 +5,9 @@ batch in one block of rows (`BLOCK_M` the power of two from 16 that holds it; 64
 or 4 K splits (1 for the wide gate/up product). Each product is timed as 36 layers of distinct weights replayed
 from one CUDA graph, as a decode step runs them; each candidate is first checked against a float64 reference.
 
-Run from the repository root:  PYTHONPATH=.:benchmarks python3 benchmarks/int8_batch_gpu.py [--m=32,64] [--smoke]
---smoke runs tiny shapes on the CPU (Triton's interpreter), to check the script. Writes int8_batch_gpu.json to $OUT
+Run from the repository root:  PYTHONPATH=.:benchmarks python3 benchmarks/int8_batch_gpu.py [--m=32,64] [--shorter] [--smoke]
+--shorter tries tiles of fewer rows than the batch instead (the batch in several blocks of rows); --smoke runs tiny
+shapes on the CPU (Triton's interpreter), to check the script. Writes int8_batch_gpu.json to $OUT
 if set, else to benchmarks/results/.
 """
 import sys, itertools
@@ -17,7 +18,7 @@ from helpers.graph_timing import graph_us                       # benchmarks/hel
 from helpers.int8_products import SHAPES                        # (N, K) of the four products
 from helpers.bench_io import log, saver, run_section
 
-SMOKE = '--smoke' in sys.argv
+SMOKE, SHORTER = '--smoke' in sys.argv, '--shorter' in sys.argv
 DEV, LAYERS = ('cpu', 2) if SMOKE else ('cuda', 36)
 if SMOKE: SHAPES = dict(qkv=(96, 64), gate_up=(9000, 32))
 MS = next((list(map(int, a[4:].split(','))) for a in sys.argv[1:] if a.startswith('--m=')), [16, 32, 64, 128])
@@ -33,6 +34,7 @@ def sweep(x, ws, out, ref, M, N):
     "Every tile that computes the product correctly, with its µs per call."
     cands = {}
     bms = (64, 128) if M > 64 else (triton.next_power_of_2(max(16, M)),)     # the batch in one block of rows
+    if SHORTER: bms = tuple(b for b in (16, 32, 64) if b < bms[0])          # or in several shorter ones
     tiles, splits = TILES[:2] if SMOKE else TILES, (1, 2, 4) if N <= 8192 else (1,)
     for bm, (bn, bk, nw, ns), split in itertools.product(bms, tiles, splits):
         cfg = Q._fit((bm, bn, bk, nw, ns), 2, Q._smem_limit(x.device)) + (split,)
