@@ -13,9 +13,11 @@ export PYTHONUNBUFFERED=1
 for nb in "$@"; do
   t0=$(date +%s)
   python3 - "$nb" "$out/$(basename "$nb")" <<'PY'
-import sys
+import os, sys
+from pathlib import Path
 from execnb.shell import CaptureShell
-src, dest = sys.argv[1], sys.argv[2]
+src, dest = (str(Path(a).resolve()) for a in sys.argv[1:3])
+os.chdir(Path(src).parent)                     # as nbdev_test does: a notebook runs from its own folder
 sh = CaptureShell(src)
 # like nbdev_test, skip the cells marked `#| eval: false` (the Colab set-up)
 skip = lambda cell: cell.cell_type == 'code' and '#| eval: false' in cell.source
@@ -23,7 +25,7 @@ sh.execute(src, dest, exc_stop=False, preproc=skip)
 import json
 errs = [o for c in json.load(open(dest))['cells'] if c['cell_type'] == 'code' for o in c.get('outputs', []) if o.get('output_type') == 'error']
 for e in errs: print('ERROR in', src, e.get('ename'), e.get('evalue'))
-print(src, 'ok' if not errs else f'{len(errs)} errors')
+print(Path(src).name, 'ok' if not errs else f'{len(errs)} errors')
 PY
   echo "$nb took $(( $(date +%s) - t0 )) s"
 done
