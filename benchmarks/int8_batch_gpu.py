@@ -5,7 +5,8 @@ batch in one block of rows (`BLOCK_M` the power of two from 16 that holds it; 64
 or 4 K splits (1 for the wide gate/up product). Each product is timed as 36 layers of distinct weights replayed
 from one CUDA graph, as a decode step runs them; each candidate is first checked against a float64 reference.
 
-Run from the repository root:  PYTHONPATH=.:benchmarks python3 benchmarks/int8_batch_gpu.py [--m=32,64] [--shorter] [--smoke]
+Run from the repository root:
+  PYTHONPATH=.:benchmarks python3 benchmarks/int8_batch_gpu.py [--m=32,64] [--shorter] [--smoke]
 --shorter tries tiles of fewer rows than the batch instead (the batch in several blocks of rows); --smoke runs tiny
 shapes on the CPU (Triton's interpreter), to check the script. Writes int8_batch_gpu.json to $OUT
 if set, else to benchmarks/results/.
@@ -72,7 +73,7 @@ def products():
             r['candidates'] = {str(c): v for c, v in cands.items()}
             ok = {c: v['us'] for c, v in cands.items() if v.get('us')}
             if not ok:
-                R['errors'][f'M={M} {name}'] = f"no candidate ran: {next(iter(cands.values()))}"
+                R['errors'][f'M={M} {name}'] = f"no candidate ran: {next(iter(cands.values()), 'no tile to try')}"
                 log(f"M={M} {name}:", R['errors'][f'M={M} {name}']); continue
             best = min(ok, key=ok.get)
             r.update(best=best, best_us=ok[best], gbs_best=N * K / ok[best] / 1e3)
