@@ -6,8 +6,9 @@ or 4 K splits (1 for the wide gate/up product). Each product is timed as 36 laye
 from one CUDA graph, as a decode step runs them; each candidate is first checked against a float64 reference.
 
 Run from the repository root:
-  PYTHONPATH=.:benchmarks python3 benchmarks/int8_batch_gpu.py [--m=32,64] [--shorter] [--smoke]
---shorter tries tiles of fewer rows than the batch instead (the batch in several blocks of rows); --smoke runs tiny
+  PYTHONPATH=.:benchmarks python3 benchmarks/int8_batch_gpu.py [--m=32,64] [--shorter] [--routes] [--smoke]
+--shorter tries tiles of fewer rows than the batch instead (the batch in several blocks of rows); --routes sweeps no
+tiles but times dequantise + cuBLAS beside the table (where `w8_linear` changes route); --smoke runs tiny
 shapes on the CPU (Triton's interpreter), to check the script. Writes int8_batch_gpu.json to $OUT
 if set, else to benchmarks/results/.
 """
@@ -19,7 +20,7 @@ from helpers.graph_timing import graph_us                       # benchmarks/hel
 from helpers.int8_products import SHAPES                        # (N, K) of the four products
 from helpers.bench_io import log, saver, run_section
 
-SMOKE, SHORTER = '--smoke' in sys.argv, '--shorter' in sys.argv
+SMOKE, SHORTER, ROUTES = '--smoke' in sys.argv, '--shorter' in sys.argv, '--routes' in sys.argv
 DEV, LAYERS = ('cpu', 2) if SMOKE else ('cuda', 36)
 if SMOKE: SHAPES = dict(qkv=(96, 64), gate_up=(9000, 32))
 MS = next((list(map(int, a[4:].split(','))) for a in sys.argv[1:] if a.startswith('--m=')), [16, 32, 64, 128])
@@ -69,6 +70,11 @@ def products():
             del wb
             r['int8_now'] = graph_us([lambda q=q, s=s: Q.int8_matmul(x, q, s, out=out) for q, s in ws])   # the table
             r['int8_now_cfg'] = Q.pick_config(M, N, K, x.dtype, x.device)
+            if ROUTES:
+                r['dequant_cublas'] = graph_us([lambda q=q, s=s: torch.mm(x, deq(q, s).T, out=out) for q, s in ws])
+                log(f"M={M:4} {name:8} bf16 {r['bf16']:8.1f}  int8 now {r['int8_now']:8.1f}  "
+                    f"dequantise + cuBLAS {r['dequant_cublas']:8.1f}")
+                save(); continue
             cands = sweep(x, ws, out, ref, M, N)
             r['candidates'] = {str(c): v for c, v in cands.items()}
             ok = {c: v['us'] for c, v in cands.items() if v.get('us')}
