@@ -1,0 +1,73 @@
+#!/usr/bin/env python3
+"""The four bf16 products of a Qwen3-0.6B decoder layer at 1 to 8 rows (a decode step of a few sequences): cuBLAS
+(`F.linear`, what the engine runs for 2 to 8 rows today, except the several-row GEMV on small weights), the one-row
+GEMV launched over the rows (`fused_gemv`: one program per row and output block), the several-row GEMV (`gemv`), and
+the int8 chapter's tile kernel on the bf16 weight (scale 1; tiles of 16 rows, K in 1, 2, 4 or 8 splits). Each is
+checked against float64, then timed as 28 layers of distinct weights replayed from one CUDA graph.
+
+Run from the repository root:  PYTHONPATH=.:benchmarks python3 benchmarks/small_batch_gpu.py [--smoke]
+--smoke runs tiny shapes on the CPU (Triton's interpreter), to check the script. Writes small_batch_gpu.json to $OUT
+if set, else to benchmarks/results/.
+"""
+import sys, itertools
+import torch
+import torch.nn.functional as F
+import minillm.quant as Q
+from minillm.kernels.gemv import gemv, fused_gemv
+from helpers.graph_timing import graph_us                       # benchmarks/helpers/graph_timing.py
+from helpers.bench_io import log, saver, run_section
+
+SMOKE = '--smoke' in sys.argv
+DEV, LAYERS, MS = ('cpu', 2, [2]) if SMOKE else ('cuda', 28, [1, 2, 4, 8])
+SHAPES = (dict(qkv=(96, 64)) if SMOKE else
+          dict(qkv=(4096, 1024), o=(1024, 2048), gate_up=(6144, 1024), down=(1024, 3072)))   # (N, K)
+TILES = [(32, 128, 4, 4), (64, 128, 4, 4), (32, 256, 4, 3), (64, 256, 4, 3), (16, 256, 4, 4), (128, 128, 4, 3)]
+SPLITS = (1, 2) if SMOKE else (1, 2, 4, 8)
+R = dict(argv=sys.argv, errors={}, products={})
+save = saver(R, 'small_batch_gpu')
+
+def rel(a, b): return ((a.double() - b).norm() / b.norm()).item()
+
+def timed(f, ws, out, ref):
+    "µs per call of `f(w)` over the layers' weights `ws`, after checking its first output; an error's text otherwise."
+    try:
+        out.fill_(float('nan')); out.copy_(f(ws[0]))
+        e = rel(out, ref)
+        if not (e < 1e-2 and bool(out.isfinite().all())): return dict(err=e)
+        return dict(err=e, us=graph_us([lambda w=w: f(w) for w in ws]))
+    except Exception as ex: return dict(error=f"{type(ex).__name__}: {str(ex)[:300]}")
+
+def products():
+    g = torch.Generator(DEV).manual_seed(0)
+    W = {name: [(torch.randn(n, k, device=DEV, generator=g) * k ** -0.5).to(torch.bfloat16) for _ in range(LAYERS)]
+         for name, (n, k) in SHAPES.items()}
+    for M in MS:
+        R['products'][M] = res = {}
+        for name, (N, K) in SHAPES.items():
+            x = torch.randn(M, K, device=DEV, generator=g).to(torch.bfloat16)
+            out, ws = torch.empty(M, N, device=DEV, dtype=torch.bfloat16), W[name]
+            ref = x.double() @ ws[0].double().T
+            one = torch.ones(N, device=DEV, dtype=torch.bfloat16)
+            r = res[name] = dict(cublas=timed(lambda w: F.linear(x, w), ws, out, ref),
+                                 gemv_per_row=timed(lambda w: fused_gemv(x, w), ws, out, ref),
+                                 gemv_rows=timed(lambda w: gemv(x, w), ws, out, ref))
+            tiles = {}
+            for (bn, bk, nw, ns), sk in itertools.product(TILES[:2] if SMOKE else TILES, SPLITS):
+                cfg = (16, bn, bk, nw, ns, sk)
+                tiles[str(cfg)] = timed(lambda w, c=cfg: Q._launch(x, w, one, None, out, c) or out, ws, out, ref)
+            ok = {c: v['us'] for c, v in tiles.items() if v.get('us')}
+            r['tiles'] = tiles
+            if ok: r['tile_best'], r['tile_best_us'] = min(ok, key=ok.get), min(ok.values())
+            us = lambda k: r[k].get('us', float('nan'))
+            log(f"M={M} {name:8} cuBLAS {us('cublas'):6.1f}  GEMV per row {us('gemv_per_row'):6.1f}  "
+                f"several-row GEMV {us('gemv_rows'):6.1f}  tile {r.get('tile_best_us', float('nan')):6.1f} "
+                f"{r.get('tile_best')}")
+            save()
+        tot = {k: sum(res[n][k].get('us', float('nan')) for n in SHAPES)
+               for k in ('cublas', 'gemv_per_row', 'gemv_rows')}
+        tot['tile_best'] = sum(res[n].get('tile_best_us', float('nan')) for n in SHAPES)
+        R['products'][M]['sum'] = tot
+        log(f"M={M} a layer's four products, µs: " + '  '.join(f"{k} {v:.1f}" for k, v in tot.items()))
+
+run_section(products, R, save)
+log('done')
