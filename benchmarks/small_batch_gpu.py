@@ -3,16 +3,19 @@
 (`F.linear`, what the engine runs for 2 to 8 rows today, except the several-row GEMV on small weights), the one-row
 GEMV launched over the rows (`fused_gemv`: one program per row and output block), the several-row GEMV (`gemv`), and
 the int8 chapter's tile kernel on the bf16 weight (scale 1; tiles of 16 rows, K in 1, 2, 4 or 8 splits). Each is
-checked against float64, then timed as 28 layers of distinct weights replayed from one CUDA graph.
+checked against float64, then timed as 28 layers of distinct weights replayed from one CUDA graph. Then end to end:
+Qwen3-0.6B at batch 1 to 8 (256-token prompts, 128 new tokens, greedy), the engine built with `decode_layer` taking
+one row (the default) and up to 8 rows (`FUSED_LAYER_MAX_ROWS`), the median of three runs each.
 
 Run from the repository root:  PYTHONPATH=.:benchmarks python3 benchmarks/small_batch_gpu.py [--smoke]
 --smoke runs tiny shapes on the CPU (Triton's interpreter), to check the script. Writes small_batch_gpu.json to $OUT
 if set, else to benchmarks/results/.
 """
-import sys, itertools
+import sys, itertools, time, statistics, gc
 import torch
 import torch.nn.functional as F
 import minillm.quant as Q
+import minillm.kernels.gemv as G
 from minillm.kernels.gemv import gemv, fused_gemv
 from helpers.graph_timing import graph_us                       # benchmarks/helpers/graph_timing.py
 from helpers.bench_io import log, saver, run_section
@@ -23,7 +26,7 @@ SHAPES = (dict(qkv=(96, 64)) if SMOKE else
           dict(qkv=(4096, 1024), o=(1024, 2048), gate_up=(6144, 1024), down=(1024, 3072)))   # (N, K)
 TILES = [(32, 128, 4, 4), (64, 128, 4, 4), (32, 256, 4, 3), (64, 256, 4, 3), (16, 256, 4, 4), (128, 128, 4, 3)]
 SPLITS = (1, 2) if SMOKE else (1, 2, 4, 8)
-R = dict(argv=sys.argv, errors={}, products={})
+R = dict(argv=sys.argv, errors={}, products={}, e2e={})
 save = saver(R, 'small_batch_gpu')
 
 def rel(a, b): return ((a.double() - b).norm() / b.norm()).item()
@@ -69,5 +72,33 @@ def products():
         R['products'][M]['sum'] = tot
         log(f"M={M} a layer's four products, µs: " + '  '.join(f"{k} {v:.1f}" for k, v in tot.items()))
 
+def e2e():
+    from minillm import LLM, SamplingParams
+    from minillm.loading import random_checkpoint, PRESETS
+    ck = random_checkpoint(**PRESETS['qwen3-0.6b'], dtype=torch.bfloat16, device='cuda')
+    prompts = torch.randint(0, 151643, (8, 256), generator=torch.Generator().manual_seed(0)).tolist()
+    sp = SamplingParams(temperature=0, max_tokens=128, ignore_eos=True)
+    for rows in (1, 8):
+        G.FUSED_LAYER_MAX_ROWS = rows                 # read when the engine captures its graphs
+        llm = LLM(str(ck), dtype='bfloat16', device='cuda', enable_prefix_caching=False)
+        for B in (1, 2, 4, 8):
+            llm.generate(prompts[:B], sp, use_tqdm=False)                    # warm-up
+            ts = []
+            for _ in range(3):
+                torch.cuda.synchronize(); t = time.perf_counter()
+                outs = llm.generate(prompts[:B], sp, use_tqdm=False)
+                torch.cuda.synchronize(); ts.append(time.perf_counter() - t)
+            R['e2e'][f'rows {rows} B={B}'] = dict(tok_s=B * 128 / statistics.median(ts), seconds=ts,
+                                                   first_tokens=[o.outputs[0].token_ids[:16] for o in outs])
+            log(f"FUSED_LAYER_MAX_ROWS={rows} batch {B}: {R['e2e'][f'rows {rows} B={B}']['tok_s']:8.0f} tokens/s")
+            save()
+        del llm; gc.collect(); torch.cuda.empty_cache()
+    G.FUSED_LAYER_MAX_ROWS = 1
+    for B in (2, 4, 8):
+        a, b = R['e2e'][f'rows 1 B={B}'], R['e2e'][f'rows 8 B={B}']
+        log(f"batch {B}: {b['tok_s'] / a['tok_s']:.2f}x with the fused layer; same first 16 tokens in "
+            f"{sum(x == y for x, y in zip(a['first_tokens'], b['first_tokens']))}/{B} sequences")
+
 run_section(products, R, save)
+if not SMOKE: run_section(e2e, R, save)
 log('done')

@@ -17,8 +17,8 @@ from ..engine import PLUGINS
 
 # %% auto #0
 __all__ = ['GEMV_PRE', 'GEMV_CONFIG', 'GEMV_MAX_ROWS', 'GEMV_ROWS_MAX_WEIGHT', 'GEMV_ROWS_CONFIG', 'GEMV_INT8_CONFIG',
-           'FUSED_GEMV_CONFIG', 'FUSED_LAYER_MAX_HIDDEN', 'gemv', 'linear', 'fused_gemv', 'decode_layer', 'GemvLinear',
-           'use_fused_kernels', 'fused_plugin']
+           'FUSED_GEMV_CONFIG', 'FUSED_LAYER_MAX_ROWS', 'FUSED_LAYER_MAX_HIDDEN', 'gemv', 'linear', 'fused_gemv',
+           'decode_layer', 'GemvLinear', 'use_fused_kernels', 'fused_plugin']
 
 # %% ../../nbs/10b_gemv.ipynb #eb4a2fdc
 @triton.jit
@@ -304,15 +304,18 @@ def _weights(proj):
         return proj.weight, proj.bias, proj.scale
 
 # %% ../../nbs/10b_gemv.ipynb #907511b0
+# rows `decode_layer` takes (its GEMVs read the weights once a row); more rows: the layer as written
+FUSED_LAYER_MAX_ROWS = 1
+
 def decode_layer(layer, x, residual, cos, sin, attn=None):
-    "`DecoderLayer.forward` with 3 launches fewer for a single row on CUDA (or the interpreter); None for any other input."
+    "`DecoderLayer.forward` with 3 launches fewer for up to `FUSED_LAYER_MAX_ROWS` rows on CUDA (or the interpreter); None for any other input."
     if not all(hasattr(layer, a)
                for a in ('self_attn', 'mlp', 'input_layernorm', 'post_attention_layernorm')):
         raise TypeError(f"layer must be a DecoderLayer (self_attn, mlp and their two norms), "
                         f"got {type(layer).__name__}")
     sa, mlp, n1, n2 = layer.self_attn, layer.mlp, layer.input_layernorm, layer.post_attention_layernorm
     qkv_w, gu_w = _weights(sa.qkv_proj), _weights(mlp.gate_up_proj)
-    if (x.numel() != x.shape[-1] or qkv_w is None or gu_w is None or x.dtype not in _FLOATS
+    if (x.numel() > FUSED_LAYER_MAX_ROWS * x.shape[-1] or qkv_w is None or gu_w is None or x.dtype not in _FLOATS
             or n1.weight.dtype != x.dtype or (residual is not None and residual.shape != x.shape)
             or (qkv_w[2] is None and qkv_w[0].dtype != x.dtype)
             or not (x.is_cuda or os.environ.get('TRITON_INTERPRET') == '1')):
