@@ -39,7 +39,7 @@ save = saver(R, f'small_batch_gpu_{PRESET}')
 def rel(a, b): return ((a.double() - b).norm() / b.norm()).item()
 
 def timed(f, ws, out, ref):
-    "µs per call of `f(w)` over the layers' weights `ws`, after checking its first output; an error's text otherwise."
+    "µs per call of `f(w)` over the layers' weights `ws`, once its first output checks out; else what went wrong."
     try:
         out.fill_(float('nan')); out.copy_(f(ws[0]))
         e = rel(out, ref)
