@@ -198,14 +198,14 @@ def linear(x, weight, bias=None):
     "`F.linear`, except on CUDA for one row of activations, or up to `GEMV_MAX_ROWS` rows by a small weight: the GEMV kernels."
     rows = x.numel() // max(1, x.shape[-1])
     if x.is_cuda and (rows == 1 or (rows <= GEMV_MAX_ROWS
-                                    and weight.numel() <= GEMV_ROWS_MAX_WEIGHT)):
+                                    and weight.numel() <= GEMV_ROWS_MAX_WEIGHT[rows > 4])):
         return gemv(x, weight, bias)
     return F.linear(x, weight, bias)
 
 # %% ../../nbs/10b_gemv.ipynb #07f04027
-GEMV_MAX_ROWS = 4                   # `linear` sends 2 to this many rows to the several-row GEMV...
-# ...when the weight has at most this many elements (measured below); else cuBLAS
-GEMV_ROWS_MAX_WEIGHT = 4 * 2**20
+GEMV_MAX_ROWS = 8                   # `linear` sends 2 to this many rows to the several-row GEMV...
+# ...when the weight has at most this many elements, for 2 to 4 rows and for 5 to 8 (measured below); else cuBLAS
+GEMV_ROWS_MAX_WEIGHT = (4 * 2**20, 7 * 2**19)
 # BLOCK_N, BLOCK_K, num_warps of the several-row GEMV: the fastest of 8 at 2 to 5 rows
 GEMV_ROWS_CONFIG = (4, 512, 4)
 
