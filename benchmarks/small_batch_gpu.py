@@ -5,8 +5,8 @@ weights), the one-row GEMV launched over the rows (`fused_gemv`: one program per
 several-row GEMV (`gemv`), and the int8 chapter's tile kernel on the bf16 weight (scale 1; tiles of 16 rows, K in
 1, 2, 4 or 8 splits). Each is checked against float64, then timed as the model's layers of distinct weights
 replayed from one CUDA graph. Then, for Qwen3-0.6B, the engine end to end at batch 1 to 8 (256-token prompts, 128
-new tokens, greedy), built with `decode_layer` taking one row (the default) and up to 8 (`FUSED_LAYER_MAX_ROWS`),
-the median of three runs each.
+new tokens, greedy) as built before `linear` sent 5 to 8 rows to the several-row GEMV, as now, and with
+`decode_layer` taking up to 8 rows (`BUILDS`), the median of three runs each.
 
 Run from the repository root:
   PYTHONPATH=.:benchmarks python3 benchmarks/small_batch_gpu.py [--preset=qwen3-8b] [--smoke]
@@ -79,14 +79,20 @@ def products():
         R['products'][M]['sum'] = tot
         log(f"M={M} a layer's four products, µs: " + '  '.join(f"{k} {v:.1f}" for k, v in tot.items()))
 
+# the engine's routes for 2 to 8 rows: as before the 5-to-8-row GEMV routes, as now, and with the fused layer
+BUILDS = {'before': dict(GEMV_MAX_ROWS=4, FUSED_LAYER_MAX_ROWS=1),
+          'now': dict(GEMV_MAX_ROWS=8, FUSED_LAYER_MAX_ROWS=1),
+          'fused layer': dict(GEMV_MAX_ROWS=8, FUSED_LAYER_MAX_ROWS=8)}
+
 def e2e():
     from minillm import LLM, SamplingParams
     from minillm.loading import random_checkpoint
     ck = random_checkpoint(**PRESETS['qwen3-0.6b'], dtype=torch.bfloat16, device='cuda')
     prompts = torch.randint(0, 151643, (8, 256), generator=torch.Generator().manual_seed(0)).tolist()
     sp = SamplingParams(temperature=0, max_tokens=128, ignore_eos=True)
-    for rows in (1, 8):
-        G.FUSED_LAYER_MAX_ROWS = rows                 # read when the engine captures its graphs
+    default = {k: getattr(G, k) for k in BUILDS['now']}
+    for build, consts in BUILDS.items():
+        for k, v in consts.items(): setattr(G, k, v)         # read when the engine captures its graphs
         llm = LLM(str(ck), dtype='bfloat16', device='cuda', enable_prefix_caching=False)
         for B in (1, 2, 4, 8):
             llm.generate(prompts[:B], sp, use_tqdm=False)                    # warm-up
@@ -95,16 +101,18 @@ def e2e():
                 torch.cuda.synchronize(); t = time.perf_counter()
                 outs = llm.generate(prompts[:B], sp, use_tqdm=False)
                 torch.cuda.synchronize(); ts.append(time.perf_counter() - t)
-            R['e2e'][f'rows {rows} B={B}'] = dict(tok_s=B * 128 / statistics.median(ts), seconds=ts,
-                                                   first_tokens=[o.outputs[0].token_ids[:16] for o in outs])
-            log(f"FUSED_LAYER_MAX_ROWS={rows} batch {B}: {R['e2e'][f'rows {rows} B={B}']['tok_s']:8.0f} tokens/s")
+            r = R['e2e'][f'{build} B={B}'] = dict(tok_s=B * 128 / statistics.median(ts), seconds=ts,
+                                                 first_tokens=[o.outputs[0].token_ids[:16] for o in outs])
+            log(f"{build:12} batch {B}: {r['tok_s']:8.0f} tokens/s")
             save()
         del llm; gc.collect(); torch.cuda.empty_cache()
-    G.FUSED_LAYER_MAX_ROWS = 1
+    for k, v in default.items(): setattr(G, k, v)
     for B in (2, 4, 8):
-        a, b = R['e2e'][f'rows 1 B={B}'], R['e2e'][f'rows 8 B={B}']
-        log(f"batch {B}: {b['tok_s'] / a['tok_s']:.2f}x with the fused layer; same first 16 tokens in "
-            f"{sum(x == y for x, y in zip(a['first_tokens'], b['first_tokens']))}/{B} sequences")
+        a = R['e2e'][f'before B={B}']
+        for build in ('now', 'fused layer'):
+            b = R['e2e'][f'{build} B={B}']
+            log(f"batch {B}: {build} {b['tok_s'] / a['tok_s']:.2f}x before; same first 16 tokens in "
+                f"{sum(x == y for x, y in zip(a['first_tokens'], b['first_tokens']))}/{B} sequences")
 
 run_section(products, R, save)
 if not SMOKE and PRESET == 'qwen3-0.6b': run_section(e2e, R, save)
