@@ -2,8 +2,8 @@
 """Compile kernels for the GPUs the book runs on, without a GPU, with Triton's own compiler and ptxas.
 `decode` (the default): the one-launch decode attention (chapter 10c) for a T4 (sm_75), an L4 (sm_89) and an
 H100/H200 (sm_90), at Qwen3-0.6B's shapes in bf16. `int8`: every tile of the int8 kernel's table (chapter 13) for a
-T4, an A100 (sm_80) and an L4, after `_fit` lowers it to the GPU's shared memory per block, in bf16; the compiled
-kernel's shared memory must fit too.
+T4, an A100 (sm_80) and an L4, after `_fit` lowers it to the GPU's shared memory per block, in the dtype the engine
+picks there (fp16 on a T4, bf16 elsewhere); the compiled kernel's shared memory must fit too.
 Run from the repository root:  python tools/compile_targets.py [decode|int8]"""
 import os, sys
 os.environ['TRITON_INTERPRET'] = '0'                   # compile the kernels, do not interpret them
@@ -12,10 +12,11 @@ from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
 def compile_for(kernel, ptrs: dict, const: dict, cap: int, **options):
-    "Compile `kernel` for sm_`cap`: pointer arguments of `ptrs` types, `const` compile-time constants, other args i32."
+    "Compile `kernel` for sm_`cap`: pointers typed by `ptrs`, `const` compile-time constants, other args i32."
     sig = {n: '*' + t for n, t in ptrs.items()} | {n: 'fp32' for n in ('qk_scale', 'eps') if n in kernel.arg_names}
     sig |= {n: 'i32' for n in kernel.arg_names if n not in sig and n not in const} | {n: 'constexpr' for n in const}
-    src = ASTSource(fn=kernel, signature=sig, constexprs={(kernel.arg_names.index(n),): v for n, v in const.items()})
+    consts = {(kernel.arg_names.index(n),): v for n, v in const.items()}
+    src = ASTSource(fn=kernel, signature=sig, constexprs=consts)
     return triton.compile(src, target=GPUTarget('cuda', cap, 32), options=options)
 
 def decode():
@@ -31,17 +32,18 @@ def decode():
 
 def int8():
     from minillm.quant import _int8_matmul_kernel as kernel, _CONFIGS, _fit
-    ptrs = dict(x_ptr='bf16', w_ptr='i8', s_ptr='bf16', b_ptr='bf16', o_ptr='bf16', p_ptr='fp32')
     tiles = sorted({cfg for row in _CONFIGS for cfg in row[1:] if cfg[0] > 1})       # not the GEMV's
-    # shared memory a block may opt in to, bytes
-    for name, cap, smem in (('T4', 75, 64 << 10), ('A100', 80, 163 << 10), ('L4', 89, 99 << 10)):
+    # shared memory a block may opt in to (bytes), and the engine's dtype there
+    for name, cap, smem, dt in (('T4', 75, 64 << 10, 'fp16'), ('A100', 80, 163 << 10, 'bf16'),
+                                ('L4', 89, 99 << 10, 'bf16')):
+        ptrs = dict(x_ptr=dt, w_ptr='i8', s_ptr=dt, b_ptr=dt, o_ptr=dt, p_ptr='fp32')
         for cfg in tiles:
             bm, bn, bk, nw, ns, *split = _fit(cfg, 2, smem)
-            const = dict(HAS_BIAS=False, UPCAST=False, FP16_MAGIC=False, EVEN_K=True, SPLIT_K=(split or [1])[0],
-                         BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk)
+            const = dict(HAS_BIAS=False, UPCAST=False, FP16_MAGIC=dt == 'fp16', EVEN_K=True,
+                         SPLIT_K=(split or [1])[0], BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk)
             c = compile_for(kernel, ptrs, const, cap, num_warps=nw, num_stages=ns)
             fits = 'fits' if c.metadata.shared <= smem else 'DOES NOT FIT'
-            print(f"{name} (sm_{cap}) {str(cfg):24} as {str((bm, bn, bk, nw, ns, *split)):24} "
+            print(f"{name} (sm_{cap}, {dt}) {str(cfg):24} as {str((bm, bn, bk, nw, ns, *split)):24} "
                   f"{c.metadata.shared:6,} of {smem:7,} bytes of shared memory: {fits}")
 
 {'decode': decode, 'int8': int8}[(sys.argv[1:] or ['decode'])[0]]()
