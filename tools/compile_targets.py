@@ -11,9 +11,9 @@ import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
-def compile_for(kernel, ptrs: dict, const: dict, cap: int, **options):
-    "Compile `kernel` for sm_`cap`: pointers typed by `ptrs`, `const` compile-time constants, other args i32."
-    sig = {n: '*' + t for n, t in ptrs.items()} | {n: 'fp32' for n in ('qk_scale', 'eps') if n in kernel.arg_names}
+def compile_for(kernel, ptrs: dict, const: dict, cap: int, floats=(), **options):
+    "Compile `kernel` for sm_`cap`: pointers typed by `ptrs`, `floats` fp32, `const` constexprs, the rest i32."
+    sig = {n: '*' + t for n, t in ptrs.items()} | {n: 'fp32' for n in floats}
     sig |= {n: 'i32' for n in kernel.arg_names if n not in sig and n not in const} | {n: 'constexpr' for n in const}
     consts = {(kernel.arg_names.index(n),): v for n, v in const.items()}
     src = ASTSource(fn=kernel, signature=sig, constexprs=consts)
@@ -27,7 +27,7 @@ def decode():
     const = dict(HQ=16, HKV=8, G=2, BLOCK_H=16, D=128, BS=16, BLOCK_N=64, SPLITS=16, NORM=True, PREC='tf32',
                  PDL=False)
     for name, cap in (('T4', 75), ('L4', 89), ('H200', 90)):
-        c = compile_for(kernel, ptrs, const, cap, num_warps=4, num_stages=2)
+        c = compile_for(kernel, ptrs, const, cap, floats=('qk_scale', 'eps'), num_warps=4, num_stages=2)
         print(f"{name} (sm_{cap}): compiled, {len(c.asm['cubin']):,} bytes of cubin")
 
 def int8():
