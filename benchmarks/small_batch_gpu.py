@@ -2,11 +2,11 @@
 """The four bf16 products of a decoder layer (Qwen3-0.6B, or `--preset`) at 1 to 8 rows, a decode step of a few
 sequences: cuBLAS (`F.linear`, what the engine runs for 2 to 8 rows today, except the several-row GEMV on small
 weights), the one-row GEMV launched over the rows (`fused_gemv`: one program per row and output block), the
-several-row GEMV (`gemv`), and the int8 chapter's tile kernel on the bf16 weight (scale 1; tiles of 16 rows, K in
-1, 2, 4 or 8 splits). Each is checked against float64, then timed as the model's layers of distinct weights
-replayed from one CUDA graph. Then, for Qwen3-0.6B, the engine end to end at batch 1 to 8 (256-token prompts, 128
-new tokens, greedy) as built before `linear` sent 5 to 8 rows to the several-row GEMV, as now, and with
-`decode_layer` taking up to 8 rows (`BUILDS`), the median of three runs each.
+several-row GEMV (`gemv`, with the engine's tiles and nine others), and the int8 chapter's tile kernel on the bf16
+weight (scale 1; tiles of 16 rows, K in 1, 2, 4 or 8 splits). Each is checked against float64, then timed as the
+model's layers of distinct weights replayed from one CUDA graph. Then, for Qwen3-0.6B, the engine end to end at
+batch 1 to 8 (256-token prompts, 128 new tokens, greedy) as built before `linear` sent 5 to 8 rows to the
+several-row GEMV, as now, and with `decode_layer` taking up to 8 rows (`BUILDS`), the median of three runs each.
 
 Run from the repository root:
   PYTHONPATH=.:benchmarks python3 benchmarks/small_batch_gpu.py [--preset=qwen3-8b] [--smoke]
@@ -33,6 +33,10 @@ SHAPES = (dict(qkv=(96, 64)) if SMOKE else                                      
                o=(H, C['num_attention_heads'] * D), gate_up=(2 * I, H), down=(H, I)))
 TILES = [(32, 128, 4, 4), (64, 128, 4, 4), (32, 256, 4, 3), (64, 256, 4, 3), (16, 256, 4, 4), (128, 128, 4, 3)]
 SPLITS = (1, 2) if SMOKE else (1, 2, 4, 8)
+# the several-row GEMV's (BLOCK_N, BLOCK_K, num_warps): the engine's is tuned at 2 to 5 rows
+ROWS_CONFIGS = ([(4, 64, 4), (8, 64, 4)] if SMOKE else
+                [(4, 512, 4), (4, 256, 4), (4, 128, 4), (8, 256, 4), (8, 128, 4), (16, 128, 4), (8, 256, 8),
+                 (16, 64, 4), (2, 512, 4), (2, 256, 2)])
 R = dict(argv=sys.argv, errors={}, products={}, e2e={})
 save = saver(R, f'small_batch_gpu_{PRESET}')
 
@@ -61,6 +65,10 @@ def products():
             r = res[name] = dict(cublas=timed(lambda w: F.linear(x, w), ws, out, ref),
                                  gemv_per_row=timed(lambda w: fused_gemv(x, w), ws, out, ref),
                                  gemv_rows=timed(lambda w: gemv(x, w), ws, out, ref))
+            rows = {str(c): timed(lambda w, c=c: gemv(x, w, config=c), ws, out, ref) for c in ROWS_CONFIGS}
+            ok = {c: v['us'] for c, v in rows.items() if v.get('us')}
+            r['gemv_rows_configs'] = rows
+            if ok: r['gemv_rows_best'], r['gemv_rows_best_us'] = min(ok, key=ok.get), min(ok.values())
             tiles = {}
             for (bn, bk, nw, ns), sk in itertools.product(TILES[:2] if SMOKE else TILES, SPLITS):
                 cfg = (16, bn, bk, nw, ns, sk)
@@ -70,12 +78,13 @@ def products():
             if ok: r['tile_best'], r['tile_best_us'] = min(ok, key=ok.get), min(ok.values())
             us = lambda k: r[k].get('us', float('nan'))
             log(f"M={M} {name:8} cuBLAS {us('cublas'):6.1f}  GEMV per row {us('gemv_per_row'):6.1f}  "
-                f"several-row GEMV {us('gemv_rows'):6.1f}  tile {r.get('tile_best_us', float('nan')):6.1f} "
+                f"several-row GEMV {us('gemv_rows'):6.1f} (best {r.get('gemv_rows_best_us', float('nan')):6.1f} "
+                f"{r.get('gemv_rows_best')})  tile {r.get('tile_best_us', float('nan')):6.1f} "
                 f"{r.get('tile_best')}")
             save()
         tot = {k: sum(res[n][k].get('us', float('nan')) for n in SHAPES)
                for k in ('cublas', 'gemv_per_row', 'gemv_rows')}
-        tot['tile_best'] = sum(res[n].get('tile_best_us', float('nan')) for n in SHAPES)
+        for k in ('gemv_rows_best', 'tile_best'): tot[k] = sum(res[n].get(k + '_us', float('nan')) for n in SHAPES)
         R['products'][M]['sum'] = tot
         log(f"M={M} a layer's four products, µs: " + '  '.join(f"{k} {v:.1f}" for k, v in tot.items()))
 
