@@ -4,9 +4,11 @@ sequences: cuBLAS (`F.linear`, what the engine runs for 2 to 8 rows today, excep
 weights), the one-row GEMV launched over the rows (`fused_gemv`: one program per row and output block), the
 several-row GEMV (`gemv`, with the engine's tiles and nine others), and the int8 chapter's tile kernel on the bf16
 weight (scale 1; tiles of 16 rows, K in 1, 2, 4 or 8 splits). Each is checked against float64, then timed as the
-model's layers of distinct weights replayed from one CUDA graph. Then, for Qwen3-0.6B, the engine end to end at
-batch 1 to 8 (256-token prompts, 128 new tokens, greedy) as built before `linear` sent 5 to 8 rows to the
-several-row GEMV, as now, and with `decode_layer` taking up to 8 rows (`BUILDS`), the median of three runs each.
+model's layers of distinct weights replayed from one CUDA graph. For Qwen3-0.6B, first the engine end to end at
+batch 1 to 8 (256-token prompts, 128 new tokens, greedy), the median of three runs each, in four builds
+(`BUILDS`): before `linear` sent 5 to 8 rows to the several-row GEMV, as now, and with `decode_layer` taking up to
+8 rows by the one-row kernel over the rows or by the several-row kernel (`FUSED_ROWS`); last, the fused layer
+again with the several-row tile fastest at 8 rows, if it is not the engine's.
 
 Run from the repository root:
   PYTHONPATH=.:benchmarks python3 benchmarks/small_batch_gpu.py [--preset=qwen3-8b] [--smoke]
@@ -63,7 +65,7 @@ def products():
             ref = x.double() @ ws[0].double().T
             one = torch.ones(N, device=DEV, dtype=torch.bfloat16)
             r = res[name] = dict(cublas=timed(lambda w: F.linear(x, w), ws, out, ref),
-                                 gemv_per_row=timed(lambda w: fused_gemv(x, w), ws, out, ref),
+                                 gemv_per_row=timed(lambda w: per_row(x, w), ws, out, ref),
                                  gemv_rows=timed(lambda w: gemv(x, w), ws, out, ref))
             rows = {str(c): timed(lambda w, c=c: gemv(x, w, config=c), ws, out, ref) for c in ROWS_CONFIGS}
             ok = {c: v['us'] for c, v in rows.items() if v.get('us')}
@@ -88,19 +90,27 @@ def products():
         R['products'][M]['sum'] = tot
         log(f"M={M} a layer's four products, µs: " + '  '.join(f"{k} {v:.1f}" for k, v in tot.items()))
 
+def per_row(x, w):
+    "The one-row GEMV launched over the rows (`fused_gemv` with `FUSED_ROWS` off)."
+    G.FUSED_ROWS = False
+    try: return fused_gemv(x, w)
+    finally: G.FUSED_ROWS = True
+
 # the engine's routes for 2 to 8 rows: as before the 5-to-8-row GEMV routes, as now, and with the fused layer
+# taking up to 8 rows, by the one-row kernel over the rows or by the several-row kernel
 BUILDS = {'before': dict(GEMV_MAX_ROWS=4, FUSED_LAYER_MAX_ROWS=1),
           'now': dict(GEMV_MAX_ROWS=8, FUSED_LAYER_MAX_ROWS=1),
-          'fused layer': dict(GEMV_MAX_ROWS=8, FUSED_LAYER_MAX_ROWS=8)}
+          'fused layer, per row': dict(GEMV_MAX_ROWS=8, FUSED_LAYER_MAX_ROWS=8, FUSED_ROWS=False),
+          'fused layer, rows': dict(GEMV_MAX_ROWS=8, FUSED_LAYER_MAX_ROWS=8, FUSED_ROWS=True)}
 
-def e2e():
+def e2e(builds):
     from minillm import LLM, SamplingParams
     from minillm.loading import random_checkpoint
     ck = random_checkpoint(**PRESETS['qwen3-0.6b'], dtype=torch.bfloat16, device='cuda')
     prompts = torch.randint(0, 151643, (8, 256), generator=torch.Generator().manual_seed(0)).tolist()
     sp = SamplingParams(temperature=0, max_tokens=128, ignore_eos=True)
-    default = {k: getattr(G, k) for k in BUILDS['now']}
-    for build, consts in BUILDS.items():
+    default = {k: getattr(G, k) for k in ('GEMV_MAX_ROWS', 'FUSED_LAYER_MAX_ROWS', 'FUSED_ROWS', 'GEMV_ROWS_CONFIG')}
+    for build, consts in builds.items():
         for k, v in consts.items(): setattr(G, k, v)         # read when the engine captures its graphs
         llm = LLM(str(ck), dtype='bfloat16', device='cuda', enable_prefix_caching=False)
         for B in (1, 2, 4, 8):
@@ -111,18 +121,33 @@ def e2e():
                 outs = llm.generate(prompts[:B], sp, use_tqdm=False)
                 torch.cuda.synchronize(); ts.append(time.perf_counter() - t)
             r = R['e2e'][f'{build} B={B}'] = dict(tok_s=B * 128 / statistics.median(ts), seconds=ts,
+                                                 consts={k: list(v) if isinstance(v, tuple) else v
+                                                         for k, v in consts.items()},
                                                  first_tokens=[o.outputs[0].token_ids[:16] for o in outs])
-            log(f"{build:12} batch {B}: {r['tok_s']:8.0f} tokens/s")
+            log(f"{build:24} batch {B}: {r['tok_s']:8.0f} tokens/s")
             save()
         del llm; gc.collect(); torch.cuda.empty_cache()
-    for k, v in default.items(): setattr(G, k, v)
+        for k, v in default.items(): setattr(G, k, v)
+    first = next(iter(builds))
     for B in (2, 4, 8):
-        a = R['e2e'][f'before B={B}']
-        for build in ('now', 'fused layer'):
+        a = R['e2e'][f'{first} B={B}']
+        for build in list(builds)[1:]:
             b = R['e2e'][f'{build} B={B}']
-            log(f"batch {B}: {build} {b['tok_s'] / a['tok_s']:.2f}x before; same first 16 tokens in "
+            log(f"batch {B}: {build} {b['tok_s'] / a['tok_s']:.2f}x {first}; same first 16 tokens in "
                 f"{sum(x == y for x, y in zip(a['first_tokens'], b['first_tokens']))}/{B} sequences")
 
+def e2e_best_tile():
+    "The fused layer by the several-row kernel, with the several-row tile fastest over a layer's products at 8 rows."
+    sums = {c: sum(R['products'][8][n]['gemv_rows_configs'][c].get('us', float('inf')) for n in SHAPES)
+            for c in map(str, ROWS_CONFIGS)}
+    best = min(sums, key=sums.get)
+    log(f"the several-row tile fastest at 8 rows: {best}, {sums[best]:.1f} µs a layer's products")
+    if best != str(G.GEMV_ROWS_CONFIG):
+        e2e({'before, again': BUILDS['before'],
+             'fused layer, rows, best tile': dict(BUILDS['fused layer, rows'], GEMV_ROWS_CONFIG=eval(best))})
+
+E2E = not SMOKE and PRESET == 'qwen3-0.6b'
+if E2E: run_section(lambda: e2e(BUILDS), R, save, 'e2e')
 run_section(products, R, save)
-if not SMOKE and PRESET == 'qwen3-0.6b': run_section(e2e, R, save)
+if E2E: run_section(e2e_best_tile, R, save)
 log('done')

@@ -17,8 +17,8 @@ from ..engine import PLUGINS
 
 # %% auto #0
 __all__ = ['GEMV_PRE', 'GEMV_CONFIG', 'GEMV_MAX_ROWS', 'GEMV_ROWS_MAX_WEIGHT', 'GEMV_ROWS_CONFIG', 'GEMV_INT8_CONFIG',
-           'FUSED_GEMV_CONFIG', 'FUSED_LAYER_MAX_ROWS', 'FUSED_LAYER_MAX_HIDDEN', 'gemv', 'linear', 'fused_gemv',
-           'decode_layer', 'GemvLinear', 'use_fused_kernels', 'fused_plugin']
+           'FUSED_GEMV_CONFIG', 'FUSED_ROWS', 'FUSED_LAYER_MAX_ROWS', 'FUSED_LAYER_MAX_HIDDEN', 'gemv', 'linear',
+           'fused_gemv', 'decode_layer', 'GemvLinear', 'use_fused_kernels', 'fused_plugin']
 
 # %% ../../nbs/10b_gemv.ipynb #eb4a2fdc
 @triton.jit
@@ -211,8 +211,9 @@ GEMV_ROWS_CONFIG = (4, 512, 4)
 
 # %% ../../nbs/10b_gemv.ipynb #2f6c9000
 @triton.jit
-def _gemv_rows_kernel(x_ptr, w_ptr, b_ptr, o_ptr, M, N, stride_xm, stride_wn, stride_om,
-                      K: tl.constexpr, HAS_BIAS: tl.constexpr, EVEN_K: tl.constexpr,
+def _gemv_rows_kernel(x_ptr, w_ptr, b_ptr, o_ptr, r_ptr, g_ptr, ro_ptr, M, N, stride_xm, stride_wn,
+                      stride_om, eps, K: tl.constexpr, HAS_BIAS: tl.constexpr, EVEN_K: tl.constexpr,
+                      NORM: tl.constexpr, HAS_RES: tl.constexpr, SWIGLU: tl.constexpr,
                       ROWS: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                       PDL: tl.constexpr):
     pid_n, pid_m = tl.program_id(0), tl.program_id(1)
@@ -220,37 +221,67 @@ def _gemv_rows_kernel(x_ptr, w_ptr, b_ptr, o_ptr, M, N, stride_xm, stride_wn, st
                   pid_m * ROWS + tl.arange(0, ROWS))
     n_ok, m_ok = rn < N, rm < M
     w_ptrs = w_ptr + rn[:, None].to(tl.int64) * stride_wn + rk[None, :]         # [BLOCK_N, BLOCK_K]
-    x_ptrs = x_ptr + rm[:, None].to(tl.int64) * stride_xm + rk[None, :]           # [ROWS, BLOCK_K]
+    xo = rm[:, None].to(tl.int64) * stride_xm + rk[None, :]                      # [ROWS, BLOCK_K]
     if PDL: gdc_launch_dependents()
     w0 = _wload(w_ptrs, n_ok, rk < K, EVEN_K)                      # before the wait, as in the GEMV
+    if SWIGLU: u0 = _wload(w_ptrs + N * stride_wn, n_ok, rk < K, EVEN_K)
     if PDL: gdc_wait()
+    if NORM:                           # as the one-row kernel, for `ROWS` rows: a rstd per row
+        ss = tl.zeros((ROWS, BLOCK_K), dtype=tl.float32)
+        for k0 in tl.static_range(0, K, BLOCK_K):
+            ok = m_ok[:, None] & (rk < K - k0)[None, :]
+            h = _act(x_ptr + xo + k0, r_ptr + xo + k0, ok, False, HAS_RES)
+            if HAS_RES: tl.store(ro_ptr + xo + k0, h,
+                                 mask=ok & (tl.broadcast_to(pid_n, (ROWS, BLOCK_K)) == 0))
+            ss += h.to(tl.float32) * h.to(tl.float32)
+        rstd = tl.rsqrt(tl.sum(ss, 1) / K + eps)                                   # [ROWS]
     acc = tl.zeros((ROWS, BLOCK_N, BLOCK_K), dtype=tl.float32)
+    if SWIGLU: acc_up = tl.zeros((ROWS, BLOCK_N, BLOCK_K), dtype=tl.float32)
     for k0 in tl.static_range(0, K, BLOCK_K):
         ok = rk < K - k0
         if k0 == 0: w = w0
         else: w = _wload(w_ptrs + k0, n_ok, ok, EVEN_K)
-        x = tl.load(x_ptrs + k0, mask=m_ok[:, None] & ok[None, :], other=0.).to(tl.float32)
-        acc += w.to(tl.float32)[None, :, :] * x[:, None, :]
+        x = _act(x_ptr + xo + k0, r_ptr + xo + k0, m_ok[:, None] & ok[None, :], False, HAS_RES)
+        if NORM:                       # normalised, rounded, times the norm weight, rounded
+            g = _ld(g_ptr + k0 + rk, ok, EVEN_K).to(tl.float32)[None, :]
+            x = ((x.to(tl.float32) * rstd[:, None]).to(x.dtype).to(tl.float32) * g).to(x.dtype)
+        x = x.to(tl.float32)[:, None, :]
+        acc += w.to(tl.float32)[None, :, :] * x
+        if SWIGLU:
+            if k0 == 0: u = u0
+            else: u = _wload(w_ptrs + N * stride_wn + k0, n_ok, ok, EVEN_K)
+            acc_up += u.to(tl.float32)[None, :, :] * x
     y = tl.sum(acc, axis=2)                                                       # [ROWS, BLOCK_N]
     if HAS_BIAS: y += tl.load(b_ptr + rn, mask=n_ok, other=0.).to(tl.float32)[None, :]
+    dt = o_ptr.dtype.element_ty
+    if SWIGLU:                         # silu(gate) * up, rounded as the one-row kernel rounds
+        up = tl.sum(acc_up, axis=2)
+        if HAS_BIAS: up += tl.load(b_ptr + N + rn, mask=n_ok, other=0.).to(tl.float32)[None, :]
+        gate, up = y.to(dt).to(tl.float32), up.to(dt).to(tl.float32)
+        y = (gate / (1.0 + tl.exp(-gate))).to(dt).to(tl.float32) * up
     tl.store(o_ptr + rm[:, None].to(tl.int64) * stride_om + rn[None, :],
-             y.to(o_ptr.dtype.element_ty), mask=m_ok[:, None] & n_ok[None, :])
+             y.to(dt), mask=m_ok[:, None] & n_ok[None, :])
 
 # %% ../../nbs/10b_gemv.ipynb #4d651c7b
-def _launch_gemv_rows(x2, weight, bias, out, block_n, block_k, num_warps):
-    "Launch the several-row GEMV on checked 2-D operands: `out` `[M, N]` = `x2` `[M, K]` times a dense `weight`."
+def _launch_gemv_rows(x2, weight, bias, out, block_n, block_k, num_warps,
+                      norm_weight=None, eps=0.0, residual=None, res_out=None, swiglu=False):
+    "Launch the several-row GEMV on checked 2-D operands: `out` `[M, N]` = `x2` `[M, K]` times a dense `weight`; `fused_gemv`'s options."
     (M, K), N = x2.shape, out.shape[1]
     rows = min(triton.next_power_of_2(M), 8)                                     # rows per program
     if out.numel(): _gemv_rows_kernel[(triton.cdiv(N, block_n), triton.cdiv(M, rows))](
-        x2, weight, weight if bias is None else bias, out, M, N, x2.stride(0), weight.stride(0),
-        out.stride(0), K=K, HAS_BIAS=bias is not None, EVEN_K=K % block_k == 0, ROWS=rows,
-        BLOCK_N=block_n, BLOCK_K=block_k, num_warps=num_warps, **pdl_options(x2))
+        x2, weight, weight if bias is None else bias, out, x2 if residual is None else residual,
+        x2 if norm_weight is None else norm_weight, x2 if res_out is None else res_out, M, N, x2.stride(0), weight.stride(0), out.stride(0), eps, K=K,
+        HAS_BIAS=bias is not None, EVEN_K=K % block_k == 0, NORM=norm_weight is not None,
+        HAS_RES=residual is not None, SWIGLU=swiglu, ROWS=rows, BLOCK_N=block_n, BLOCK_K=block_k,
+        num_warps=num_warps, **pdl_options(x2))
 
 # %% ../../nbs/10b_gemv.ipynb #869555e9
 # int8 weights, one row (BLOCK_N, BLOCK_K, num_warps): chosen in the int8 chapter
 GEMV_INT8_CONFIG = (4, 512, 2)
 # with NORM or SWIGLU, dense or int8: the fastest (or within 0.2 µs) at Qwen3-0.6B (below)
 FUSED_GEMV_CONFIG = (4, 512, 4)
+# several rows of a dense weight go to the several-row GEMV (False: the one-row kernel, a program per row)
+FUSED_ROWS = True
 
 # %% ../../nbs/10b_gemv.ipynb #99dd1738
 def _check_fused(x, N, K, norm_weight, residual, swiglu):
@@ -289,10 +320,15 @@ def fused_gemv(x,                     # activations `[..., K]`
                  else (residual.reshape(-1, K).contiguous(), torch.empty_like(x2)))
     # [M, N or N/2]
     out = torch.empty(x2.shape[0], N // 2 if swiglu else N, dtype=x.dtype, device=x.device)
-    config = config or (FUSED_GEMV_CONFIG if norm_weight is not None or swiglu
+    # several rows of a dense weight: the several-row kernel, each weight tile read once
+    rows = FUSED_ROWS and scale is None and x2.shape[0] > 1
+    config = config or (GEMV_ROWS_CONFIG if rows else FUSED_GEMV_CONFIG
+                        if norm_weight is not None or swiglu
                         else GEMV_CONFIG if scale is None else GEMV_INT8_CONFIG)
-    if out.numel(): _launch_gemv(x2, weight, scale, bias, out, *config, norm_weight=norm_weight,
-                                 eps=eps, residual=r2, res_out=r_out, swiglu=swiglu)
+    opts = dict(norm_weight=norm_weight, eps=eps, residual=r2, res_out=r_out, swiglu=swiglu)
+    if not out.numel(): pass
+    elif rows: _launch_gemv_rows(x2, weight, bias, out, *config, **opts)
+    else: _launch_gemv(x2, weight, scale, bias, out, *config, **opts)
     out = out.reshape(*x.shape[:-1], out.shape[1])
     return out if residual is None else (out, r_out.reshape(x.shape))
 
@@ -304,7 +340,7 @@ def _weights(proj):
         return proj.weight, proj.bias, proj.scale
 
 # %% ../../nbs/10b_gemv.ipynb #907511b0
-# rows `decode_layer` takes (its GEMVs read the weights once a row); more rows: the layer as written
+# rows `decode_layer` takes; more rows: the layer as written
 FUSED_LAYER_MAX_ROWS = 1
 
 def decode_layer(layer, x, residual, cos, sin, attn=None):
