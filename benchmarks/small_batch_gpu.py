@@ -3,12 +3,13 @@
 sequences: cuBLAS (`F.linear`, what the engine runs for 2 to 8 rows today, except the several-row GEMV on small
 weights), the one-row GEMV launched over the rows (`fused_gemv`: one program per row and output block), the
 several-row GEMV (`gemv`, with the engine's tiles and nine others), and the int8 chapter's tile kernel on the bf16
-weight (scale 1; tiles of 16 rows, K in 1, 2, 4 or 8 splits). Each is checked against float64, then timed as the
+weight (scale 1; tiles of 16 rows, K in 1, 2, 4 or 8 splits); for qkv and gate_up also with the norm, residual
+and SwiGLU folded in (`fused_gemv`), a program per row against the several-row kernel's tiles. Each is checked against float64, then timed as the
 model's layers of distinct weights replayed from one CUDA graph. For Qwen3-0.6B, first the engine end to end at
 batch 1 to 8 (256-token prompts, 128 new tokens, greedy), the median of three runs each, in four builds
 (`BUILDS`): before `linear` sent 5 to 8 rows to the several-row GEMV, as now, and with `decode_layer` taking up to
 8 rows by the one-row kernel over the rows or by the several-row kernel (`FUSED_ROWS`); last, the fused layer
-again with the several-row tile fastest at 8 rows, if it is not the engine's.
+again with the several-row tiles fastest at 8 rows (plain and fused), where they are not the engine's.
 
 Run from the repository root:
   PYTHONPATH=.:benchmarks python3 benchmarks/small_batch_gpu.py [--preset=qwen3-8b] [--smoke]
@@ -35,6 +36,7 @@ SHAPES = (dict(qkv=(96, 64)) if SMOKE else                                      
                o=(H, C['num_attention_heads'] * D), gate_up=(2 * I, H), down=(H, I)))
 TILES = [(32, 128, 4, 4), (64, 128, 4, 4), (32, 256, 4, 3), (64, 256, 4, 3), (16, 256, 4, 4), (128, 128, 4, 3)]
 SPLITS = (1, 2) if SMOKE else (1, 2, 4, 8)
+FUSED = ('qkv',) if SMOKE else ('qkv', 'gate_up')               # the products `decode_layer` folds a norm into
 # the several-row GEMV's (BLOCK_N, BLOCK_K, num_warps): the engine's is tuned at 2 to 5 rows
 ROWS_CONFIGS = ([(4, 64, 4), (8, 64, 4)] if SMOKE else
                 [(4, 512, 4), (4, 256, 4), (4, 128, 4), (8, 256, 4), (8, 128, 4), (16, 128, 4), (8, 256, 8),
@@ -43,6 +45,14 @@ R = dict(argv=sys.argv, errors={}, products={}, e2e={})
 save = saver(R, f'small_batch_gpu_{PRESET}')
 
 def rel(a, b): return ((a.double() - b).norm() / b.norm()).item()
+
+def fused_ref(x, r, g, w, swiglu, eps=1e-6):
+    "`fused_gemv`'s norm (of `x + r`, by `g`), product and SwiGLU in float64."
+    h = x.double() + r.double()
+    h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps) * g.double()
+    y = h @ w.double().T
+    if swiglu: y = F.silu(y[:, :y.shape[1] // 2]) * y[:, y.shape[1] // 2:]
+    return y
 
 def timed(f, ws, out, ref):
     "µs per call of `f(w)` over the layers' weights `ws`, once its first output checks out; else what went wrong."
@@ -71,6 +81,19 @@ def products():
             ok = {c: v['us'] for c, v in rows.items() if v.get('us')}
             r['gemv_rows_configs'] = rows
             if ok: r['gemv_rows_best'], r['gemv_rows_best_us'] = min(ok, key=ok.get), min(ok.values())
+            if M > 1 and name in FUSED:                      # with the norm (and SwiGLU) folded in
+                sw, r_, g_ = name == 'gate_up', torch.randn_like(x), torch.randn(K, device=DEV).to(x.dtype)
+                fo = torch.empty(M, N // 2 if sw else N, device=DEV, dtype=torch.bfloat16)
+                fref = fused_ref(x, r_, g_, ws[0], sw)
+                r['fused_rows_configs'] = {str(c): timed(
+                    lambda w, c=c: fused_gemv(x, w, None, None, g_, 1e-6, r_, sw, config=c)[0], ws, fo, fref)
+                    for c in ROWS_CONFIGS}
+                G.FUSED_ROWS = False
+                r['fused_per_row'] = timed(lambda w: fused_gemv(x, w, None, None, g_, 1e-6, r_, sw)[0], ws, fo, fref)
+                G.FUSED_ROWS = True
+                ok = {c: v['us'] for c, v in r['fused_rows_configs'].items() if v.get('us')}
+                log(f"M={M} {name:8} fused: per row {r['fused_per_row'].get('us', float('nan')):6.1f}  several-row "
+                    + '  '.join(f"{c} {v:.1f}" for c, v in sorted(ok.items(), key=lambda kv: kv[1])[:3]))
             tiles = {}
             for (bn, bk, nw, ns), sk in itertools.product(TILES[:2] if SMOKE else TILES, SPLITS):
                 cfg = (16, bn, bk, nw, ns, sk)
@@ -109,7 +132,8 @@ def e2e(builds):
     ck = random_checkpoint(**PRESETS['qwen3-0.6b'], dtype=torch.bfloat16, device='cuda')
     prompts = torch.randint(0, 151643, (8, 256), generator=torch.Generator().manual_seed(0)).tolist()
     sp = SamplingParams(temperature=0, max_tokens=128, ignore_eos=True)
-    default = {k: getattr(G, k) for k in ('GEMV_MAX_ROWS', 'FUSED_LAYER_MAX_ROWS', 'FUSED_ROWS', 'GEMV_ROWS_CONFIG')}
+    default = {k: getattr(G, k) for k in ('GEMV_MAX_ROWS', 'FUSED_LAYER_MAX_ROWS', 'FUSED_ROWS', 'GEMV_ROWS_CONFIG',
+                                          'FUSED_ROWS_CONFIG')}
     for build, consts in builds.items():
         for k, v in consts.items(): setattr(G, k, v)         # read when the engine captures its graphs
         llm = LLM(str(ck), dtype='bfloat16', device='cuda', enable_prefix_caching=False)
@@ -136,15 +160,20 @@ def e2e(builds):
             log(f"batch {B}: {build} {b['tok_s'] / a['tok_s']:.2f}x {first}; same first 16 tokens in "
                 f"{sum(x == y for x, y in zip(a['first_tokens'], b['first_tokens']))}/{B} sequences")
 
-def e2e_best_tile():
-    "The fused layer by the several-row kernel, with the several-row tile fastest over a layer's products at 8 rows."
-    sums = {c: sum(R['products'][8][n]['gemv_rows_configs'][c].get('us', float('inf')) for n in SHAPES)
+def best_at_8(key, names):
+    "The several-row tile fastest over the products `names` at 8 rows, from `R['products'][8][name][key]`."
+    sums = {c: sum(R['products'][8][n][key][c].get('us', float('inf')) for n in names)
             for c in map(str, ROWS_CONFIGS)}
     best = min(sums, key=sums.get)
-    log(f"the several-row tile fastest at 8 rows: {best}, {sums[best]:.1f} µs a layer's products")
-    if best != str(G.GEMV_ROWS_CONFIG):
-        e2e({'before, again': BUILDS['before'],
-             'fused layer, rows, best tile': dict(BUILDS['fused layer, rows'], GEMV_ROWS_CONFIG=eval(best))})
+    log(f"{key}: fastest at 8 rows {best}, {sums[best]:.1f} µs")
+    return eval(best)
+
+def e2e_best_tile():
+    "The fused layer by the several-row kernel, with the several-row tiles fastest at 8 rows."
+    consts = dict(BUILDS['fused layer, rows'], GEMV_ROWS_CONFIG=best_at_8('gemv_rows_configs', SHAPES),
+                  FUSED_ROWS_CONFIG=best_at_8('fused_rows_configs', FUSED))
+    if any(getattr(G, k) != consts[k] for k in ('GEMV_ROWS_CONFIG', 'FUSED_ROWS_CONFIG')):
+        e2e({'before, again': BUILDS['before'], 'fused layer, rows, best tiles': consts})
 
 E2E = not SMOKE and PRESET == 'qwen3-0.6b'
 if E2E: run_section(lambda: e2e(BUILDS), R, save, 'e2e')

@@ -17,8 +17,8 @@ from ..engine import PLUGINS
 
 # %% auto #0
 __all__ = ['GEMV_PRE', 'GEMV_CONFIG', 'GEMV_MAX_ROWS', 'GEMV_ROWS_MAX_WEIGHT', 'GEMV_ROWS_CONFIG', 'GEMV_INT8_CONFIG',
-           'FUSED_GEMV_CONFIG', 'FUSED_ROWS', 'FUSED_LAYER_MAX_ROWS', 'FUSED_LAYER_MAX_HIDDEN', 'gemv', 'linear',
-           'fused_gemv', 'decode_layer', 'GemvLinear', 'use_fused_kernels', 'fused_plugin']
+           'FUSED_GEMV_CONFIG', 'FUSED_ROWS', 'FUSED_ROWS_CONFIG', 'FUSED_LAYER_MAX_ROWS', 'FUSED_LAYER_MAX_HIDDEN',
+           'gemv', 'linear', 'fused_gemv', 'decode_layer', 'GemvLinear', 'use_fused_kernels', 'fused_plugin']
 
 # %% ../../nbs/10b_gemv.ipynb #eb4a2fdc
 @triton.jit
@@ -282,6 +282,8 @@ GEMV_INT8_CONFIG = (4, 512, 2)
 FUSED_GEMV_CONFIG = (4, 512, 4)
 # several rows of a dense weight go to the several-row GEMV (False: the one-row kernel, a program per row)
 FUSED_ROWS = True
+# its tiles there: half the plain one's K, for an accumulator of up to 8 rows (and SwiGLU's second one)
+FUSED_ROWS_CONFIG = (4, 256, 4)
 
 # %% ../../nbs/10b_gemv.ipynb #99dd1738
 def _check_fused(x, N, K, norm_weight, residual, swiglu):
@@ -322,7 +324,7 @@ def fused_gemv(x,                     # activations `[..., K]`
     out = torch.empty(x2.shape[0], N // 2 if swiglu else N, dtype=x.dtype, device=x.device)
     # several rows of a dense weight: the several-row kernel, each weight tile read once
     rows = FUSED_ROWS and scale is None and x2.shape[0] > 1
-    config = config or (GEMV_ROWS_CONFIG if rows else FUSED_GEMV_CONFIG
+    config = config or (FUSED_ROWS_CONFIG if rows else FUSED_GEMV_CONFIG
                         if norm_weight is not None or swiglu
                         else GEMV_CONFIG if scale is None else GEMV_INT8_CONFIG)
     opts = dict(norm_weight=norm_weight, eps=eps, residual=r2, res_out=r_out, swiglu=swiglu)
