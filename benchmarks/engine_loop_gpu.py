@@ -3,9 +3,9 @@
 
 Run from the repository root:  PYTHONPATH=.:benchmarks python3 benchmarks/engine_loop_gpu.py [--only=fp32,...]
 Sections (each runs even if an earlier one failed; failures are recorded):
-  fp32     greedy tokens of every engine mode equal transformers' (fp32, 8 prompts x 32 tokens, batched and one at a
-           time): defaults (Triton attention, fused kernels, graphs, overlap), prefix caching off, chunked prefill,
-           n-gram speculation, overlap off, graphs off, the PyTorch reference path
+  fp32     greedy tokens of every engine mode equal transformers' (fp32, 8 prompts x 32 tokens, batched, one at a
+           time and two at a time): defaults (Triton attention, fused kernels, graphs, overlap), prefix caching off,
+           chunked prefill, n-gram speculation, overlap off, graphs off, the PyTorch reference path
   sharing  fp32: two threads calling generate at once, and a stream left open while generate runs, give each
            caller the tokens of its prompts run alone (fp32: in bf16 a batch's composition moves near-ties)
   seeded   fp32: a seeded sampled request with speculation gives the tokens of the engine without speculation,
@@ -43,10 +43,11 @@ def fp32():
     R['fp32'] = {}
     for name, extra in modes.items():
         with LLM(str(ck), **kw, **extra) as llm:
-            batched, alone = toks(llm, PROMPTS, sp), [toks(llm, [p], sp)[0] for p in PROMPTS]
-        row = dict(batched=sum(a == b for a, b in zip(batched, ref)), alone=sum(a == b for a, b in zip(alone, ref)))
-        R['fp32'][name] = row
-        log(f"fp32 {name:36} == transformers: batched {row['batched']}/8, one at a time {row['alone']}/8")
+            got = dict(batched=toks(llm, PROMPTS, sp), alone=[toks(llm, [p], sp)[0] for p in PROMPTS],
+                       pairs=[t for i in range(0, 8, 2) for t in toks(llm, PROMPTS[i:i + 2], sp)])
+        row = R['fp32'][name] = {k: sum(a == b for a, b in zip(v, ref)) for k, v in got.items()}
+        log(f"fp32 {name:36} == transformers: batched {row['batched']}/8, one at a time {row['alone']}/8, "
+            f"two at a time {row['pairs']}/8")
 
 def llm06(dtype=torch.float32, **kw):
     ck = random_checkpoint(**PRESETS['qwen3-0.6b'], dtype=dtype, device='cuda')

@@ -6,10 +6,10 @@ several-row GEMV (`gemv`, with the engine's tiles and nine others), and the int8
 weight (scale 1; tiles of 16 rows, K in 1, 2, 4 or 8 splits); for qkv and gate_up also with the norm, residual
 and SwiGLU folded in (`fused_gemv`), a program per row against the several-row kernel's tiles. Each is checked against float64, then timed as the
 model's layers of distinct weights replayed from one CUDA graph. For Qwen3-0.6B, first the engine end to end at
-batch 1 to 8 (256-token prompts, 128 new tokens, greedy), the median of three runs each, in four builds
-(`BUILDS`): before `linear` sent 5 to 8 rows to the several-row GEMV, as now, and with `decode_layer` taking up to
-8 rows by the one-row kernel over the rows or by the several-row kernel (`FUSED_ROWS`); last, the fused layer
-again with the several-row tiles fastest at 8 rows (plain and fused), where they are not the engine's.
+batch 1 to 8 (256-token prompts, 128 new tokens, greedy), the median of three runs each, in the builds of `BUILDS`:
+the fused decoder layer for one row (before) and for up to two (now), `linear`'s several-row GEMV for up to 4 rows
+only, the fused layer for up to 8 rows by the one-row kernel over the rows or by the several-row kernel
+(`FUSED_ROWS`), and the first build again.
 
 Run from the repository root:
   PYTHONPATH=.:benchmarks python3 benchmarks/small_batch_gpu.py [--preset=qwen3-8b] [--smoke]
@@ -119,12 +119,15 @@ def per_row(x, w):
     try: return fused_gemv(x, w)
     finally: G.FUSED_ROWS = True
 
-# the engine's routes for 2 to 8 rows: as before the 5-to-8-row GEMV routes, as now, and with the fused layer
-# taking up to 8 rows, by the one-row kernel over the rows or by the several-row kernel
-BUILDS = {'before': dict(GEMV_MAX_ROWS=4, FUSED_LAYER_MAX_ROWS=1),
-          'now': dict(GEMV_MAX_ROWS=8, FUSED_LAYER_MAX_ROWS=1),
-          'fused layer, per row': dict(GEMV_MAX_ROWS=8, FUSED_LAYER_MAX_ROWS=8, FUSED_ROWS=False),
-          'fused layer, rows': dict(GEMV_MAX_ROWS=8, FUSED_LAYER_MAX_ROWS=8, FUSED_ROWS=True)}
+# the engine's routes for 2 to 8 rows: the fused layer for one row (before), for up to two (now), before `linear`
+# sent 5 to 8 rows to the several-row GEMV, the fused layer for up to 8 rows by the one-row kernel over the rows or
+# by the several-row kernel; last 'before' again, for the drift between runs
+BUILDS = {'before': dict(FUSED_LAYER_MAX_ROWS=1),
+          'now': {},
+          'GEMV to 4 rows': dict(FUSED_LAYER_MAX_ROWS=1, GEMV_MAX_ROWS=4),
+          'fused layer, per row': dict(FUSED_LAYER_MAX_ROWS=8, FUSED_ROWS=False),
+          'fused layer, rows': dict(FUSED_LAYER_MAX_ROWS=8),
+          'before, again': dict(FUSED_LAYER_MAX_ROWS=1)}
 
 def e2e(builds):
     from minillm import LLM, SamplingParams
@@ -132,8 +135,7 @@ def e2e(builds):
     ck = random_checkpoint(**PRESETS['qwen3-0.6b'], dtype=torch.bfloat16, device='cuda')
     prompts = torch.randint(0, 151643, (8, 256), generator=torch.Generator().manual_seed(0)).tolist()
     sp = SamplingParams(temperature=0, max_tokens=128, ignore_eos=True)
-    default = {k: getattr(G, k) for k in ('GEMV_MAX_ROWS', 'FUSED_LAYER_MAX_ROWS', 'FUSED_ROWS', 'GEMV_ROWS_CONFIG',
-                                          'FUSED_ROWS_CONFIG')}
+    default = {k: getattr(G, k) for k in ('GEMV_MAX_ROWS', 'FUSED_LAYER_MAX_ROWS', 'FUSED_ROWS')}
     for build, consts in builds.items():
         for k, v in consts.items(): setattr(G, k, v)         # read when the engine captures its graphs
         llm = LLM(str(ck), dtype='bfloat16', device='cuda', enable_prefix_caching=False)
@@ -153,30 +155,14 @@ def e2e(builds):
         del llm; gc.collect(); torch.cuda.empty_cache()
         for k, v in default.items(): setattr(G, k, v)
     first = next(iter(builds))
-    for B in (2, 4, 8):
+    for B in (1, 2, 4, 8):
         a = R['e2e'][f'{first} B={B}']
         for build in list(builds)[1:]:
             b = R['e2e'][f'{build} B={B}']
             log(f"batch {B}: {build} {b['tok_s'] / a['tok_s']:.2f}x {first}; same first 16 tokens in "
                 f"{sum(x == y for x, y in zip(a['first_tokens'], b['first_tokens']))}/{B} sequences")
 
-def best_at_8(key, names):
-    "The several-row tile fastest over the products `names` at 8 rows, from `R['products'][8][name][key]`."
-    sums = {c: sum(R['products'][8][n][key][c].get('us', float('inf')) for n in names)
-            for c in map(str, ROWS_CONFIGS)}
-    best = min(sums, key=sums.get)
-    log(f"{key}: fastest at 8 rows {best}, {sums[best]:.1f} µs")
-    return eval(best)
-
-def e2e_best_tile():
-    "The fused layer by the several-row kernel, with the several-row tiles fastest at 8 rows."
-    consts = dict(BUILDS['fused layer, rows'], GEMV_ROWS_CONFIG=best_at_8('gemv_rows_configs', SHAPES),
-                  FUSED_ROWS_CONFIG=best_at_8('fused_rows_configs', FUSED))
-    if any(getattr(G, k) != consts[k] for k in ('GEMV_ROWS_CONFIG', 'FUSED_ROWS_CONFIG')):
-        e2e({'before, again': BUILDS['before'], 'fused layer, rows, best tiles': consts})
-
 E2E = not SMOKE and PRESET == 'qwen3-0.6b'
 if E2E: run_section(lambda: e2e(BUILDS), R, save, 'e2e')
 run_section(products, R, save)
-if E2E: run_section(e2e_best_tile, R, save)
 log('done')

@@ -17,8 +17,8 @@ from ..engine import PLUGINS
 
 # %% auto #0
 __all__ = ['GEMV_PRE', 'GEMV_CONFIG', 'GEMV_MAX_ROWS', 'GEMV_ROWS_MAX_WEIGHT', 'GEMV_ROWS_CONFIG', 'GEMV_INT8_CONFIG',
-           'FUSED_GEMV_CONFIG', 'FUSED_ROWS', 'FUSED_ROWS_CONFIG', 'FUSED_LAYER_MAX_ROWS', 'FUSED_LAYER_MAX_HIDDEN',
-           'gemv', 'linear', 'fused_gemv', 'decode_layer', 'GemvLinear', 'use_fused_kernels', 'fused_plugin']
+           'FUSED_GEMV_CONFIG', 'FUSED_ROWS', 'FUSED_LAYER_MAX_ROWS', 'FUSED_LAYER_MAX_HIDDEN', 'gemv', 'linear',
+           'fused_gemv', 'decode_layer', 'GemvLinear', 'use_fused_kernels', 'fused_plugin']
 
 # %% ../../nbs/10b_gemv.ipynb #eb4a2fdc
 @triton.jit
@@ -278,12 +278,10 @@ def _launch_gemv_rows(x2, weight, bias, out, block_n, block_k, num_warps,
 # %% ../../nbs/10b_gemv.ipynb #869555e9
 # int8 weights, one row (BLOCK_N, BLOCK_K, num_warps): chosen in the int8 chapter
 GEMV_INT8_CONFIG = (4, 512, 2)
-# with NORM or SWIGLU, dense or int8: the fastest (or within 0.2 µs) at Qwen3-0.6B (below)
+# with NORM or SWIGLU, dense or int8, one row or several: the fastest (or within 0.2 µs) at Qwen3-0.6B (below)
 FUSED_GEMV_CONFIG = (4, 512, 4)
 # several rows of a dense weight go to the several-row GEMV (False: the one-row kernel, a program per row)
 FUSED_ROWS = True
-# its tiles there: half the plain one's K, for an accumulator of up to 8 rows (and SwiGLU's second one)
-FUSED_ROWS_CONFIG = (4, 256, 4)
 
 # %% ../../nbs/10b_gemv.ipynb #99dd1738
 def _check_fused(x, N, K, norm_weight, residual, swiglu):
@@ -324,8 +322,7 @@ def fused_gemv(x,                     # activations `[..., K]`
     out = torch.empty(x2.shape[0], N // 2 if swiglu else N, dtype=x.dtype, device=x.device)
     # several rows of a dense weight: the several-row kernel, each weight tile read once
     rows = FUSED_ROWS and scale is None and x2.shape[0] > 1
-    config = config or (FUSED_ROWS_CONFIG if rows else FUSED_GEMV_CONFIG
-                        if norm_weight is not None or swiglu
+    config = config or (FUSED_GEMV_CONFIG if norm_weight is not None or swiglu else GEMV_ROWS_CONFIG if rows
                         else GEMV_CONFIG if scale is None else GEMV_INT8_CONFIG)
     opts = dict(norm_weight=norm_weight, eps=eps, residual=r2, res_out=r_out, swiglu=swiglu)
     if not out.numel(): pass
@@ -342,8 +339,8 @@ def _weights(proj):
         return proj.weight, proj.bias, proj.scale
 
 # %% ../../nbs/10b_gemv.ipynb #907511b0
-# rows `decode_layer` takes; more rows: the layer as written
-FUSED_LAYER_MAX_ROWS = 1
+# rows `decode_layer` takes (faster at 2 rows, slower at 4 and 8: measured below); more: the layer as written
+FUSED_LAYER_MAX_ROWS = 2
 
 def decode_layer(layer, x, residual, cos, sin, attn=None):
     "`DecoderLayer.forward` with 3 launches fewer for up to `FUSED_LAYER_MAX_ROWS` rows on CUDA (or the interpreter); None for any other input."
