@@ -8,7 +8,7 @@ and SwiGLU folded in (`fused_gemv`), a program per row against the several-row k
 model's layers of distinct weights replayed from one CUDA graph. For Qwen3-0.6B, first the engine end to end at
 batch 1 to 8 (256-token prompts, 128 new tokens, greedy), the median of three runs each, in the builds of `BUILDS`:
 the fused decoder layer for one row (before) and for up to two (now), `linear`'s several-row GEMV for up to 4 rows
-only, the fused layer for up to 8 rows by the one-row kernel over the rows or by the several-row kernel
+only, or for 2 rows of the narrow weights too (`GEMV_PER_ROW_MAX_N`), the fused layer for up to 8 rows by the one-row kernel over the rows or by the several-row kernel
 (`FUSED_ROWS`), and the first build again.
 
 Run from the repository root:
@@ -76,8 +76,8 @@ def products():
             one = torch.ones(N, device=DEV, dtype=torch.bfloat16)
             r = res[name] = dict(cublas=timed(lambda w: F.linear(x, w), ws, out, ref),
                                  gemv_per_row=timed(lambda w: per_row(x, w), ws, out, ref),
-                                 gemv_rows=timed(lambda w: gemv(x, w), ws, out, ref))
-            rows = {str(c): timed(lambda w, c=c: gemv(x, w, config=c), ws, out, ref) for c in ROWS_CONFIGS}
+                                 gemv_rows=timed(lambda w: several(x, w), ws, out, ref))
+            rows = {str(c): timed(lambda w, c=c: several(x, w, c), ws, out, ref) for c in ROWS_CONFIGS}
             ok = {c: v['us'] for c, v in rows.items() if v.get('us')}
             r['gemv_rows_configs'] = rows
             if ok: r['gemv_rows_best'], r['gemv_rows_best_us'] = min(ok, key=ok.get), min(ok.values())
@@ -119,12 +119,19 @@ def per_row(x, w):
     try: return fused_gemv(x, w)
     finally: G.FUSED_ROWS = True
 
+def several(x, w, config=None):
+    "The several-row GEMV, also where `gemv` would take 2 rows per row (`GEMV_PER_ROW_MAX_N`)."
+    n, G.GEMV_PER_ROW_MAX_N = G.GEMV_PER_ROW_MAX_N, 0
+    try: return gemv(x, w, config=config)
+    finally: G.GEMV_PER_ROW_MAX_N = n
+
 # the engine's routes for 2 to 8 rows: the fused layer for one row (before), for up to two (now), before `linear`
-# sent 5 to 8 rows to the several-row GEMV, the fused layer for up to 8 rows by the one-row kernel over the rows or
+# sent 5 to 8 rows to the several-row GEMV, 2 rows of o and down by the several-row GEMV, the fused layer for up to 8 rows by the one-row kernel over the rows or
 # by the several-row kernel; last 'before' again, for the drift between runs
 BUILDS = {'before': dict(FUSED_LAYER_MAX_ROWS=1),
           'now': {},
           'GEMV to 4 rows': dict(FUSED_LAYER_MAX_ROWS=1, GEMV_MAX_ROWS=4),
+          'two rows: several-row GEMV': dict(GEMV_PER_ROW_MAX_N=0),
           'fused layer, per row': dict(FUSED_LAYER_MAX_ROWS=8, FUSED_ROWS=False),
           'fused layer, rows': dict(FUSED_LAYER_MAX_ROWS=8),
           'before, again': dict(FUSED_LAYER_MAX_ROWS=1)}
@@ -135,7 +142,7 @@ def e2e(builds):
     ck = random_checkpoint(**PRESETS['qwen3-0.6b'], dtype=torch.bfloat16, device='cuda')
     prompts = torch.randint(0, 151643, (8, 256), generator=torch.Generator().manual_seed(0)).tolist()
     sp = SamplingParams(temperature=0, max_tokens=128, ignore_eos=True)
-    default = {k: getattr(G, k) for k in ('GEMV_MAX_ROWS', 'FUSED_LAYER_MAX_ROWS', 'FUSED_ROWS')}
+    default = {k: getattr(G, k) for k in ('GEMV_MAX_ROWS', 'FUSED_LAYER_MAX_ROWS', 'FUSED_ROWS', 'GEMV_PER_ROW_MAX_N')}
     for build, consts in builds.items():
         for k, v in consts.items(): setattr(G, k, v)         # read when the engine captures its graphs
         llm = LLM(str(ck), dtype='bfloat16', device='cuda', enable_prefix_caching=False)

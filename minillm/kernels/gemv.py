@@ -16,9 +16,9 @@ from .fused import rms_norm, qk_norm_rope, silu_mul
 from ..engine import PLUGINS
 
 # %% auto #0
-__all__ = ['GEMV_PRE', 'GEMV_CONFIG', 'GEMV_MAX_ROWS', 'GEMV_ROWS_MAX_WEIGHT', 'GEMV_ROWS_CONFIG', 'GEMV_INT8_CONFIG',
-           'FUSED_GEMV_CONFIG', 'FUSED_ROWS', 'FUSED_LAYER_MAX_ROWS', 'FUSED_LAYER_MAX_HIDDEN', 'gemv', 'linear',
-           'fused_gemv', 'decode_layer', 'GemvLinear', 'use_fused_kernels', 'fused_plugin']
+__all__ = ['GEMV_PRE', 'GEMV_CONFIG', 'GEMV_MAX_ROWS', 'GEMV_ROWS_MAX_WEIGHT', 'GEMV_ROWS_CONFIG', 'GEMV_PER_ROW_MAX_N',
+           'GEMV_INT8_CONFIG', 'FUSED_GEMV_CONFIG', 'FUSED_ROWS', 'FUSED_LAYER_MAX_ROWS', 'FUSED_LAYER_MAX_HIDDEN',
+           'gemv', 'linear', 'fused_gemv', 'decode_layer', 'GemvLinear', 'use_fused_kernels', 'fused_plugin']
 
 # %% ../../nbs/10b_gemv.ipynb #eb4a2fdc
 @triton.jit
@@ -188,8 +188,9 @@ def gemv(x, weight, bias=None, config=None):
     N, K = _check_gemv(x, weight, bias)
     x2 = x.reshape(-1, K)
     if x2.stride(-1) != 1: x2 = x2.contiguous()
-    out = torch.empty(x2.shape[0], N, dtype=x.dtype, device=x.device)
-    if x2.shape[0] > 1: _launch_gemv_rows(x2, weight, bias, out, *(config or GEMV_ROWS_CONFIG))
+    M, out = x2.shape[0], torch.empty(x2.shape[0], N, dtype=x.dtype, device=x.device)
+    if M > 2 or (M == 2 and N > GEMV_PER_ROW_MAX_N):                             # the several-row kernel
+        _launch_gemv_rows(x2, weight, bias, out, *(config or GEMV_ROWS_CONFIG))
     elif out.numel(): _launch_gemv(x2, weight, None, bias, out, *(config or GEMV_CONFIG))
     return out.reshape(*x.shape[:-1], N)
 
@@ -208,6 +209,8 @@ GEMV_MAX_ROWS = 8                   # `linear` sends 2 to this many rows to the 
 GEMV_ROWS_MAX_WEIGHT = (4 * 2**20, 7 * 2**19)
 # BLOCK_N, BLOCK_K, num_warps of the several-row GEMV: the fastest of 8 at 2 to 5 rows
 GEMV_ROWS_CONFIG = (4, 512, 4)
+# but 2 rows by a weight of at most this many outputs: the one-row kernel, a program per row (measured below)
+GEMV_PER_ROW_MAX_N = 2048
 
 # %% ../../nbs/10b_gemv.ipynb #2f6c9000
 @triton.jit
