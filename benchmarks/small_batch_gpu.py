@@ -1,18 +1,18 @@
 #!/usr/bin/env python3
-"""The four bf16 products of a decoder layer (Qwen3-0.6B, or `--preset`) at 1 to 8 rows, a decode step of a few
-sequences: cuBLAS (`F.linear`, what the engine runs for 2 to 8 rows today, except the several-row GEMV on small
-weights), the one-row GEMV launched over the rows (`fused_gemv`: one program per row and output block), the
-several-row GEMV (`gemv`, with the engine's tiles and nine others), and the int8 chapter's tile kernel on the bf16
-weight (scale 1; tiles of 16 rows, K in 1, 2, 4 or 8 splits); for qkv and gate_up also with the norm, residual
-and SwiGLU folded in (`fused_gemv`), a program per row against the several-row kernel's tiles. Each is checked against float64, then timed as the
-model's layers of distinct weights replayed from one CUDA graph. For Qwen3-0.6B, first the engine end to end at
-batch 1 to 8 (256-token prompts, 128 new tokens, greedy), the median of three runs each, in the builds of `BUILDS`:
-the fused decoder layer for one row (before) and for up to two (now), `linear`'s several-row GEMV for up to 4 rows
-only, or for 2 rows of the narrow weights too (`GEMV_PER_ROW_MAX_N`), the fused layer for up to 8 rows by the one-row kernel over the rows or by the several-row kernel
-(`FUSED_ROWS`), and the first build again.
+"""A decode step of 1 to 8 sequences on Qwen3-0.6B (or `--preset`), bf16. First the engine end to end at batch 1
+to 8 (256-token prompts, 128 new tokens, greedy; the median of three runs each) in the builds of `BUILDS`: for
+Qwen3-0.6B the fused decoder layer for one row (before) and for up to two (now), `linear`'s several-row GEMV for up
+to 4 rows only, 2 rows of the narrow weights by the several-row GEMV (`GEMV_PER_ROW_MAX_N`), the fused layer for up
+to 8 rows by the one-row kernel over the rows or by the several-row kernel (`FUSED_ROWS`), and the first build
+again; for other models the fused layer at their width. Then a layer's four products at 1 to 8 rows: cuBLAS
+(`F.linear`), the one-row GEMV launched over the rows (`fused_gemv`: a program per row and output block), the
+several-row GEMV (the engine's tiles and nine others), and the int8 chapter's tile kernel on the bf16 weight (scale
+1; tiles of 16 rows, K in 1, 2, 4 or 8 splits); for qkv and gate_up also with the norm, residual and SwiGLU folded
+in (`fused_gemv`), a program per row against the several-row kernel's tiles. Each product is checked against
+float64, then timed as the model's layers of distinct weights replayed from one CUDA graph.
 
 Run from the repository root:
-  PYTHONPATH=.:benchmarks python3 benchmarks/small_batch_gpu.py [--preset=qwen3-8b] [--smoke]
+  PYTHONPATH=.:benchmarks python3 benchmarks/small_batch_gpu.py [--preset=qwen3-8b] [--only=e2e|products] [--smoke]
 --smoke runs tiny shapes on the CPU (Triton's interpreter), to check the script. Writes
 small_batch_gpu_<preset>.json to $OUT if set, else to benchmarks/results/.
 """
@@ -135,14 +135,18 @@ BUILDS = {'before': dict(FUSED_LAYER_MAX_ROWS=1),
           'fused layer, per row': dict(FUSED_LAYER_MAX_ROWS=8, FUSED_ROWS=False),
           'fused layer, rows': dict(FUSED_LAYER_MAX_ROWS=8),
           'before, again': dict(FUSED_LAYER_MAX_ROWS=1)}
+# other models: the fused decoder layer at their width too (`decode_layer` stops at `FUSED_LAYER_MAX_HIDDEN`)
+if PRESET != 'qwen3-0.6b':
+    BUILDS = {'before': {}, 'fused layer': dict(FUSED_LAYER_MAX_HIDDEN=H), 'before, again': {}}
 
 def e2e(builds):
     from minillm import LLM, SamplingParams
     from minillm.loading import random_checkpoint
-    ck = random_checkpoint(**PRESETS['qwen3-0.6b'], dtype=torch.bfloat16, device='cuda')
+    ck = random_checkpoint(**C, dtype=torch.bfloat16, device='cuda')
     prompts = torch.randint(0, 151643, (8, 256), generator=torch.Generator().manual_seed(0)).tolist()
     sp = SamplingParams(temperature=0, max_tokens=128, ignore_eos=True)
-    default = {k: getattr(G, k) for k in ('GEMV_MAX_ROWS', 'FUSED_LAYER_MAX_ROWS', 'FUSED_ROWS', 'GEMV_PER_ROW_MAX_N')}
+    default = {k: getattr(G, k) for k in ('GEMV_MAX_ROWS', 'FUSED_LAYER_MAX_ROWS', 'FUSED_ROWS', 'GEMV_PER_ROW_MAX_N',
+                                          'FUSED_LAYER_MAX_HIDDEN')}
     for build, consts in builds.items():
         for k, v in consts.items(): setattr(G, k, v)         # read when the engine captures its graphs
         llm = LLM(str(ck), dtype='bfloat16', device='cuda', enable_prefix_caching=False)
@@ -169,7 +173,7 @@ def e2e(builds):
             log(f"batch {B}: {build} {b['tok_s'] / a['tok_s']:.2f}x {first}; same first 16 tokens in "
                 f"{sum(x == y for x, y in zip(a['first_tokens'], b['first_tokens']))}/{B} sequences")
 
-E2E = not SMOKE and PRESET == 'qwen3-0.6b'
-if E2E: run_section(lambda: e2e(BUILDS), R, save, 'e2e')
-run_section(products, R, save)
+ONLY = next((a[7:] for a in sys.argv[1:] if a.startswith('--only=')), 'e2e,products').split(',')
+if 'e2e' in ONLY and not SMOKE: run_section(lambda: e2e(BUILDS), R, save, 'e2e')
+if 'products' in ONLY: run_section(products, R, save)
 log('done')
