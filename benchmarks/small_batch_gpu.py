@@ -88,9 +88,7 @@ def products():
                 r['fused_rows_configs'] = {str(c): timed(
                     lambda w, c=c: fused_gemv(x, w, None, None, g_, 1e-6, r_, sw, config=c)[0], ws, fo, fref)
                     for c in ROWS_CONFIGS}
-                G.FUSED_ROWS = False
-                r['fused_per_row'] = timed(lambda w: fused_gemv(x, w, None, None, g_, 1e-6, r_, sw)[0], ws, fo, fref)
-                G.FUSED_ROWS = True
+                r['fused_per_row'] = timed(lambda w: per_row(x, w, None, None, g_, 1e-6, r_, sw)[0], ws, fo, fref)
                 ok = {c: v['us'] for c, v in r['fused_rows_configs'].items() if v.get('us')}
                 log(f"M={M} {name:8} fused: per row {r['fused_per_row'].get('us', float('nan')):6.1f}  several-row "
                     + '  '.join(f"{c} {v:.1f}" for c, v in sorted(ok.items(), key=lambda kv: kv[1])[:3]))
@@ -113,10 +111,10 @@ def products():
         R['products'][M]['sum'] = tot
         log(f"M={M} a layer's four products, µs: " + '  '.join(f"{k} {v:.1f}" for k, v in tot.items()))
 
-def per_row(x, w):
-    "The one-row GEMV launched over the rows (`fused_gemv` with `FUSED_ROWS` off)."
+def per_row(x, w, *args):
+    "The one-row GEMV launched over the rows (`fused_gemv(x, w, *args)` with `FUSED_ROWS` off)."
     G.FUSED_ROWS = False
-    try: return fused_gemv(x, w)
+    try: return fused_gemv(x, w, *args)
     finally: G.FUSED_ROWS = True
 
 def several(x, w, config=None):
@@ -126,8 +124,8 @@ def several(x, w, config=None):
     finally: G.GEMV_PER_ROW_MAX_N = n
 
 # the engine's routes for 2 to 8 rows: the fused layer for one row (before), for up to two (now), before `linear`
-# sent 5 to 8 rows to the several-row GEMV, 2 rows of o and down by the several-row GEMV, the fused layer for up to 8 rows by the one-row kernel over the rows or
-# by the several-row kernel; last 'before' again, for the drift between runs
+# sent 5 to 8 rows to the several-row GEMV, 2 rows of o and down by the several-row GEMV, the fused layer for up to
+# 8 rows by the one-row kernel over the rows or by the several-row kernel; last 'before' again, for the spread
 BUILDS = {'before': dict(FUSED_LAYER_MAX_ROWS=1),
           'now': {},
           'GEMV to 4 rows': dict(FUSED_LAYER_MAX_ROWS=1, GEMV_MAX_ROWS=4),

@@ -273,7 +273,8 @@ def _launch_gemv_rows(x2, weight, bias, out, block_n, block_k, num_warps,
     rows = min(triton.next_power_of_2(M), 8)                                     # rows per program
     if out.numel(): _gemv_rows_kernel[(triton.cdiv(N, block_n), triton.cdiv(M, rows))](
         x2, weight, weight if bias is None else bias, out, x2 if residual is None else residual,
-        x2 if norm_weight is None else norm_weight, x2 if res_out is None else res_out, M, N, x2.stride(0), weight.stride(0), out.stride(0), eps, K=K,
+        x2 if norm_weight is None else norm_weight, x2 if res_out is None else res_out, M, N,
+        x2.stride(0), weight.stride(0), out.stride(0), eps, K=K,
         HAS_BIAS=bias is not None, EVEN_K=K % block_k == 0, NORM=norm_weight is not None,
         HAS_RES=residual is not None, SWIGLU=swiglu, ROWS=rows, BLOCK_N=block_n, BLOCK_K=block_k,
         num_warps=num_warps, **pdl_options(x2))
