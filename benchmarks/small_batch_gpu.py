@@ -143,8 +143,7 @@ def e2e(builds):
     ck = random_checkpoint(**C, dtype=torch.bfloat16, device='cuda')
     prompts = torch.randint(0, 151643, (8, 256), generator=torch.Generator().manual_seed(0)).tolist()
     sp = SamplingParams(temperature=0, max_tokens=128, ignore_eos=True)
-    default = {k: getattr(G, k) for k in ('GEMV_MAX_ROWS', 'FUSED_LAYER_MAX_ROWS', 'FUSED_ROWS', 'GEMV_PER_ROW_MAX_N',
-                                          'FUSED_LAYER_MAX_HIDDEN')}
+    default = {k: getattr(G, k) for consts in builds.values() for k in consts}      # what the builds change
     for build, consts in builds.items():
         for k, v in consts.items(): setattr(G, k, v)         # read when the engine captures its graphs
         llm = LLM(str(ck), dtype='bfloat16', device='cuda', enable_prefix_caching=False)
@@ -172,6 +171,7 @@ def e2e(builds):
                 f"{sum(x == y for x, y in zip(a['first_tokens'], b['first_tokens']))}/{B} sequences")
 
 ONLY = next((a[7:] for a in sys.argv[1:] if a.startswith('--only=')), 'e2e,products').split(',')
+if set(ONLY) - {'e2e', 'products'}: sys.exit(f"--only takes e2e and/or products (comma-separated), got {ONLY}")
 if 'e2e' in ONLY and not SMOKE: run_section(lambda: e2e(BUILDS), R, save, 'e2e')
 if 'products' in ONLY: run_section(products, R, save)
 log('done')

@@ -184,7 +184,7 @@ def _check_gemv(x, weight, bias=None, scale=None):
 GEMV_CONFIG = (2, 1024, 4)
 
 def gemv(x, weight, bias=None, config=None):
-    "`F.linear(x, weight, bias)` for a dense `weight` `[N, K]` by the GEMV kernel (one program per `BLOCK_N` outputs of a row; several rows: the several-row kernel below)."
+    "`F.linear(x, weight, bias)` for a dense `weight` `[N, K]` by the GEMV kernel (one program per `BLOCK_N` outputs of a row; several rows: the several-row kernel below, except 2 rows of at most `GEMV_PER_ROW_MAX_N` outputs); `config` is the tiles of the kernel that runs."
     N, K = _check_gemv(x, weight, bias)
     x2 = x.reshape(-1, K)
     if x2.stride(-1) != 1: x2 = x2.contiguous()
