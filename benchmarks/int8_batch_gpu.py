@@ -6,8 +6,7 @@ or 4 K splits (1 for the wide gate/up product). Each product is timed as 36 laye
 from one CUDA graph, as a decode step runs them; each candidate is first checked against a float64 reference.
 
 Run from the repository root:
-  PYTHONPATH=.:benchmarks python3 benchmarks/int8_batch_gpu.py [--m=32,64] [--shorter] [--routes] [--fp16] [--smoke]
---fp16 times the table's tiles also with bf16 activations multiplied in fp16 (`BF16_AS_FP16`), and sweeps that way;
+  PYTHONPATH=.:benchmarks python3 benchmarks/int8_batch_gpu.py [--m=32,64] [--shorter] [--routes] [--smoke]
 --shorter tries tiles of fewer rows than the batch instead (the batch in several blocks of rows); --routes sweeps no
 tiles but times dequantise + cuBLAS beside the table (where `w8_linear` changes route); --smoke runs tiny
 shapes on the CPU (Triton's interpreter), to check the script. Writes int8_batch_gpu.json to $OUT
@@ -21,8 +20,7 @@ from helpers.graph_timing import graph_us                       # benchmarks/hel
 from helpers.int8_products import SHAPES                        # (N, K) of the four products
 from helpers.bench_io import log, saver, run_section
 
-SMOKE, SHORTER, ROUTES, FP16 = ('--smoke' in sys.argv, '--shorter' in sys.argv, '--routes' in sys.argv,
-                               '--fp16' in sys.argv)
+SMOKE, SHORTER, ROUTES = '--smoke' in sys.argv, '--shorter' in sys.argv, '--routes' in sys.argv
 DEV, LAYERS = ('cpu', 2) if SMOKE else ('cuda', 36)
 if SMOKE: SHAPES = dict(qkv=(96, 64), gate_up=(9000, 32))
 MS = next((list(map(int, a[4:].split(','))) for a in sys.argv[1:] if a.startswith('--m=')), [16, 32, 64, 128])
@@ -30,7 +28,7 @@ TILES = [(64, 128, 4, 4), (64, 256, 4, 3), (128, 128, 4, 3), (128, 128, 8, 3), (
          (128, 64, 4, 8), (128, 32, 4, 8), (64, 64, 4, 6), (64, 64, 4, 8), (256, 64, 8, 4), (128, 64, 8, 5),
          (128, 128, 4, 4), (64, 128, 4, 6), (128, 64, 4, 4)]  # (BLOCK_N, BLOCK_K, warps, stages)
 R = dict(argv=sys.argv, errors={}, products={})
-save = saver(R, 'int8_batch_gpu_fp16' if FP16 else 'int8_batch_gpu')
+save = saver(R, 'int8_batch_gpu')
 
 def rel(a, b): return ((a.double() - b).norm() / b.norm()).item()
 
@@ -70,17 +68,8 @@ def products():
             wb = [deq(q, s) for q, s in ws]                          # bf16 weights, for cuBLAS
             r = res[name] = dict(bf16=graph_us([lambda w=w: torch.mm(x, w.T, out=out) for w in wb]))
             del wb
-            Q.BF16_AS_FP16 = False
             r['int8_now'] = graph_us([lambda q=q, s=s: Q.int8_matmul(x, q, s, out=out) for q, s in ws])   # the table
             r['int8_now_cfg'] = Q.pick_config(M, N, K, x.dtype, x.device)
-            if FP16:                             # the same tiles in fp16; then the sweep, in fp16 too
-                Q.BF16_AS_FP16 = True
-                now = lambda q, s: Q.int8_matmul(x, q, s, out=out)
-                out.fill_(float('nan')); now(*ws[0])
-                r['int8_now_fp16_err'] = rel(out, ref)
-                r['int8_now_fp16'] = graph_us([lambda q=q, s=s: now(q, s) for q, s in ws])
-                log(f"M={M:4} {name:8} bf16 {r['bf16']:8.1f}  int8 now {r['int8_now']:8.1f}  in fp16 "
-                    f"{r['int8_now_fp16']:8.1f} (error {r['int8_now_fp16_err']:.1e})")
             if ROUTES:
                 r['dequant_cublas'] = graph_us([lambda q=q, s=s: torch.mm(x, deq(q, s).T, out=out) for q, s in ws])
                 log(f"M={M:4} {name:8} bf16 {r['bf16']:8.1f}  int8 now {r['int8_now']:8.1f}  "

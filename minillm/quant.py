@@ -16,8 +16,8 @@ import triton.language as tl
 from .loading import QUANTIZATIONS
 
 # %% auto #0
-__all__ = ['BF16_AS_FP16', 'quantize_weight', 'dequantize_weight', 'pick_config', 'int8_matmul', 'dequantize_triton', 'w8_linear',
-           'QuantLinear', 'quantize_model']
+__all__ = ['quantize_weight', 'dequantize_weight', 'pick_config', 'int8_matmul', 'dequantize_triton', 'w8_linear', 'QuantLinear',
+           'quantize_model']
 
 # %% ../nbs/13_int8.ipynb #69d314b3
 def quantize_weight(w: torch.Tensor):
@@ -42,7 +42,7 @@ def dequantize_weight(q: torch.Tensor, scale: torch.Tensor, dtype=None):
 @triton.jit
 def _int8_matmul_kernel(x_ptr, w_ptr, s_ptr, b_ptr, o_ptr, p_ptr, M, N, K, stride_xm, stride_wn, stride_om,
                         HAS_BIAS: tl.constexpr, UPCAST: tl.constexpr, FP16_MAGIC: tl.constexpr,
-                        BF16_X: tl.constexpr, EVEN_K: tl.constexpr, SPLIT_K: tl.constexpr,
+                        EVEN_K: tl.constexpr, SPLIT_K: tl.constexpr,
                         BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
     # programs sharing a weight tile run side by side
     pid_m, pid_n, pid_k = tl.program_id(0), tl.program_id(1), tl.program_id(2)
@@ -66,14 +66,11 @@ def _int8_matmul_kernel(x_ptr, w_ptr, s_ptr, b_ptr, o_ptr, p_ptr, M, N, K, strid
         if UPCAST:      # fp32 activations, or bf16 under the interpreter: exact fp32 dot
             acc += tl.dot(x.to(tl.float32), w.to(tl.float32), input_precision="ieee")
         elif FP16_MAGIC:  # int16 bits 0x6480 + q are the fp16 value 1152 + q
-            # bf16 activations times 2^-8 are fp16 exactly, from 2^-6 up to 2^24 (below: to 2^-16)
-            if BF16_X: x = (x.to(tl.float32) * 0.00390625).to(tl.float16)
             acc += tl.dot(x, (w.to(tl.int16) + 0x6480).to(tl.float16, bitcast=True) - 1152.0)
         else:
             acc += tl.dot(x, w.to(x.dtype))
         x_ptrs += BLOCK_K
         w_ptrs += BLOCK_K
-    if BF16_X: acc = acc * 256.0
     mask = m_ok[:, None] & n_ok[None, :]
     if SPLIT_K > 1:                                            # an fp32 partial of [SPLIT_K, M, N]
         o_off = (pid_k * M + rm[:, None]).to(tl.int64) * N + rn[None, :]
@@ -102,9 +99,6 @@ def _split_sum_kernel(p_ptr, s_ptr, b_ptr, o_ptr, M, N, stride_om,
 _DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 
 def _interpreting() -> bool: return os.environ.get('TRITON_INTERPRET', '0') == '1'
-
-# bf16 activations multiplied in fp16 by the tile kernel, whose int8-to-fp16 conversion is cheaper
-BF16_AS_FP16 = False
 
 # %% ../nbs/13_int8.ipynb #8695f3a8
 # Tile shapes (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages[, K splits]) by M, for narrow
@@ -201,15 +195,13 @@ def _launch(x2, weight, scale, bias, out, config):
     N = weight.shape[0]
     bm, bn, bk, nw, ns, *split = config                       # a sixth entry: the number of K splits
     if bm == 1: return _launch_gemv(x2, weight, scale, bias, out, bn, bk, nw, ns)
-    fp16 = x2.dtype == torch.float16 or (x2.dtype == torch.bfloat16 and BF16_AS_FP16)
-    upcast = x2.dtype == torch.float32 or (_interpreting() and not fp16)     # no bf16 dot there
+    upcast = x2.dtype == torch.float32 or (_interpreting() and x2.dtype == torch.bfloat16)
     b, sk = scale if bias is None else bias, (split or [1])[0]
     part = torch.empty(sk, M, N, dtype=torch.float32, device=x2.device) if sk > 1 else out
     _int8_matmul_kernel[(triton.cdiv(M, bm), triton.cdiv(N, bn), sk)](
         x2, weight, scale, b, out, part, M, N, K, x2.stride(0), weight.stride(0), out.stride(0),
-        HAS_BIAS=bias is not None, UPCAST=upcast, FP16_MAGIC=fp16 and not upcast,
-        BF16_X=fp16 and x2.dtype == torch.bfloat16, EVEN_K=K % bk == 0, SPLIT_K=sk, BLOCK_M=bm,
-        BLOCK_N=bn, BLOCK_K=bk, num_warps=nw, num_stages=ns)
+        HAS_BIAS=bias is not None, UPCAST=upcast, FP16_MAGIC=x2.dtype == torch.float16,
+        EVEN_K=K % bk == 0, SPLIT_K=sk, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, num_warps=nw, num_stages=ns)
     if sk > 1: _split_sum_kernel[(triton.cdiv(N, 1024), M)](
         part, scale, b, out, M, N, out.stride(0), HAS_BIAS=bias is not None, SPLIT_K=sk, BLOCK=1024)
 
