@@ -13,7 +13,8 @@ in (`fused_gemv`), a program per row against the several-row kernel's tiles. Eac
 float64, then timed as the model's layers of distinct weights replayed from one CUDA graph.
 
 Run from the repository root:
-  PYTHONPATH=.:benchmarks python3 benchmarks/small_batch_gpu.py [--preset=qwen3-8b] [--only=e2e|products] [--smoke]
+  PYTHONPATH=.:benchmarks python3 benchmarks/small_batch_gpu.py [--preset=qwen3-8b] [--only=e2e|products] [--tiles] [--smoke]
+--tiles runs the end-to-end builds of taller GEMV tiles instead (below, `TILES_E2E`), at batch 1 and 2.
 --smoke runs tiny shapes on the CPU (Triton's interpreter), to check the script. Writes
 small_batch_gpu_<preset>.json to $OUT if set, else to benchmarks/results/.
 """
@@ -43,7 +44,7 @@ ROWS_CONFIGS = ([(4, 64, 4), (8, 64, 4)] if SMOKE else
                 [(4, 512, 4), (4, 256, 4), (4, 128, 4), (8, 256, 4), (8, 128, 4), (16, 128, 4), (8, 256, 8),
                  (16, 64, 4), (2, 512, 4), (2, 256, 2)])
 R = dict(argv=sys.argv, errors={}, products={}, e2e={})
-save = saver(R, f'small_batch_gpu_{PRESET}')
+save = saver(R, f"small_batch_gpu_{'tiles_' if '--tiles' in sys.argv else ''}{PRESET}")
 
 def rel(a, b): return ((a.double() - b).norm() / b.norm()).item()
 
@@ -143,6 +144,18 @@ if PRESET != 'qwen3-0.6b':
                  for c in [(8, 512, 4), (16, 512, 8), (8, 1024, 8)]},
               'before, again': {}}
 BATCHES = (1, 2, 4, 8) if PRESET == 'qwen3-0.6b' else (1, 2)
+# --tiles: the GEMVs' tiles at batch 1 and 2 instead, taller ones with fewer programs, so that every program of a
+# product is on the GPU (and has its weights in flight) while the kernel before it runs; with all of o's and down's
+# chunks loaded before the PDL wait (GEMV_PRE)
+TILES_E2E = '--tiles' in sys.argv
+if TILES_E2E:
+    tall = dict(FUSED_GEMV_CONFIG=(16, 512, 8), GEMV_CONFIG=(8, 1024, 8), GEMV_PRE=(4, 4))
+    BUILDS = {'now': {}, 'all of down before the wait': dict(GEMV_PRE=(4, 4)),
+              **{f'fused {c}': dict(FUSED_GEMV_CONFIG=c) for c in [(8, 512, 4), (16, 512, 8)]},
+              **{f'GEMV {c}, all before the wait': dict(GEMV_CONFIG=c, GEMV_PRE=(4, 4))
+                 for c in [(4, 1024, 4), (8, 1024, 8), (8, 512, 4)]},
+              'fused (16, 512, 8), GEMV (8, 1024, 8), all before': tall, 'now, again': {}}
+    BATCHES = (1, 2)
 
 def e2e(builds):
     from minillm import LLM, SamplingParams
