@@ -4,8 +4,8 @@ to 8 (256-token prompts, 128 new tokens, greedy; the median of three runs each) 
 Qwen3-0.6B the fused decoder layer for one row (before) and for up to two (now), `linear`'s several-row GEMV for up
 to 4 rows only, 2 rows of the narrow weights by the several-row GEMV (`GEMV_PER_ROW_MAX_N`), the fused layer for up
 to 8 rows by the one-row kernel over the rows or by the several-row kernel (`FUSED_ROWS`), and the first build
-again; for other models the SwiGLU folded into gate/up or not (`FUSED_SWIGLU_WIDE`), bf16 and int8, at batch 1
-and 2. Then a layer's four products at 1 to 8 rows: cuBLAS
+again; for other models the fused layer at their width (the engine's tiles and three taller ones) at batch 1 and
+2. Then a layer's four products at 1 to 8 rows: cuBLAS
 (`F.linear`), the one-row GEMV launched over the rows (`fused_gemv`: a program per row and output block), the
 several-row GEMV (the engine's tiles and nine others), and the int8 chapter's tile kernel on the bf16 weight (scale
 1; tiles of 16 rows, K in 1, 2, 4 or 8 splits); for qkv and gate_up also with the norm, residual and SwiGLU folded
@@ -135,12 +135,14 @@ BUILDS = {'before': dict(FUSED_LAYER_MAX_ROWS=1),
           'fused layer, per row': dict(FUSED_LAYER_MAX_ROWS=8, FUSED_ROWS=False),
           'fused layer, rows': dict(FUSED_LAYER_MAX_ROWS=8),
           'before, again': dict(FUSED_LAYER_MAX_ROWS=1)}
-# other models: their layers with the SwiGLU folded into gate/up (`FUSED_SWIGLU_WIDE`) against without, in bf16 and
-# int8 (builds named 'int8 ...'), at batch 1 and 2 only, where `decode_layer` applies
+# other models: the fused decoder layer at their width too (`decode_layer` stops at `FUSED_LAYER_MAX_HIDDEN`)
+# (at batch 1 and 2 only, where `decode_layer` applies), with the engine's tiles and taller ones: at 4,096 wide
+# every program of the fused products reads the whole activation row twice, so more rows a program read it less
 if PRESET != 'qwen3-0.6b':
-    off = dict(FUSED_SWIGLU_WIDE=False)
-    BUILDS = {f'{q}{b}': c for q in ('', 'int8 ')
-              for b, c in (('before', off), ('SwiGLU folded', {}), ('before, again', off))}
+    BUILDS = {'before': {}, 'fused layer': dict(FUSED_LAYER_MAX_HIDDEN=H),
+              **{f'fused layer, tiles {c}': dict(FUSED_LAYER_MAX_HIDDEN=H, FUSED_GEMV_CONFIG=c)
+                 for c in [(8, 512, 4), (16, 512, 8), (8, 1024, 8)]},
+              'before, again': {}}
 BATCHES = (1, 2, 4, 8) if PRESET == 'qwen3-0.6b' else (1, 2)
 # --tiles: the GEMVs' tiles at batch 1 and 2 instead, taller ones with fewer programs, so that every program of a
 # product is on the GPU (and has its weights in flight) while the kernel before it runs; with all of o's and down's
@@ -164,8 +166,7 @@ def e2e(builds):
     default = {k: getattr(G, k) for consts in builds.values() for k in consts}      # what the builds change
     for build, consts in builds.items():
         for k, v in consts.items(): setattr(G, k, v)         # read when the engine captures its graphs
-        llm = LLM(str(ck), dtype='bfloat16', device='cuda', enable_prefix_caching=False,
-                  quantization='int8' if build.startswith('int8') else None)
+        llm = LLM(str(ck), dtype='bfloat16', device='cuda', enable_prefix_caching=False)
         for B in BATCHES:
             llm.generate(prompts[:B], sp, use_tqdm=False)                    # warm-up
             ts = []

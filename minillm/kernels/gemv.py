@@ -18,8 +18,7 @@ from ..engine import PLUGINS
 # %% auto #0
 __all__ = ['GEMV_PRE', 'GEMV_CONFIG', 'GEMV_MAX_ROWS', 'GEMV_ROWS_MAX_WEIGHT', 'GEMV_ROWS_CONFIG', 'GEMV_PER_ROW_MAX_N',
            'GEMV_INT8_CONFIG', 'FUSED_GEMV_CONFIG', 'FUSED_ROWS', 'FUSED_LAYER_MAX_ROWS', 'FUSED_LAYER_MAX_HIDDEN',
-           'FUSED_SWIGLU_WIDE', 'gemv', 'linear', 'fused_gemv', 'decode_layer', 'GemvLinear', 'use_fused_kernels',
-           'fused_plugin']
+           'gemv', 'linear', 'fused_gemv', 'decode_layer', 'GemvLinear', 'use_fused_kernels', 'fused_plugin']
 
 # %% ../../nbs/10b_gemv.ipynb #eb4a2fdc
 @triton.jit
@@ -348,7 +347,7 @@ def _weights(proj):
 FUSED_LAYER_MAX_ROWS = 2
 
 def decode_layer(layer, x, residual, cos, sin, attn=None):
-    "`DecoderLayer.forward` with 3 launches fewer (1, the SwiGLU, above `FUSED_LAYER_MAX_HIDDEN`) for up to `FUSED_LAYER_MAX_ROWS` rows on CUDA (or the interpreter); None for any other input."
+    "`DecoderLayer.forward` with 3 launches fewer for up to `FUSED_LAYER_MAX_ROWS` rows on CUDA (or the interpreter); None for any other input."
     if not all(hasattr(layer, a)
                for a in ('self_attn', 'mlp', 'input_layernorm', 'post_attention_layernorm')):
         raise TypeError(f"layer must be a DecoderLayer (self_attn, mlp and their two norms), "
@@ -360,10 +359,6 @@ def decode_layer(layer, x, residual, cos, sin, attn=None):
             or (qkv_w[2] is None and qkv_w[0].dtype != x.dtype)
             or not (x.is_cuda or os.environ.get('TRITON_INTERPRET') == '1')):
         return None                                                      # the layer runs as written
-    if x.shape[-1] > FUSED_LAYER_MAX_HIDDEN:     # wide: the norms stay launches of their own (below)
-        h, residual = n1(x, residual) if residual is not None else (n1(x), x)
-        h, residual = n2(sa(h, cos, sin, attn), residual)
-        return mlp.down_proj(fused_gemv(h, *gu_w, swiglu=True)), residual
     # norm + qkv (+ new residual)
     h = fused_gemv(x, *qkv_w, norm_weight=n1.weight, eps=n1.eps, residual=residual)
     h, residual = h if residual is not None else (h, x)
@@ -379,10 +374,8 @@ class GemvLinear(nn.Linear):
     def forward(self, x): return linear(x, self.weight, self.bias)
 
 # %% ../../nbs/10b_gemv.ipynb #5573a663
-# `decode_layer` folds the norms up to this hidden size: faster at 1024 (Qwen3-0.6B), slower at 4096 (8B)
+# `decode_layer` up to this hidden size: faster at 1024 (Qwen3-0.6B), slower at 4096 (8B)
 FUSED_LAYER_MAX_HIDDEN = 2048
-# wider layers take it with only the SwiGLU folded into gate_up (False: not at all; measured below)
-FUSED_SWIGLU_WIDE = True
 
 def use_fused_kernels(model, enable: bool = True, gemv: bool = True):
     "Route `model`'s norms, q/k norm + rotary, activation (and single-row projections and layers) through the fused kernels, or back to PyTorch."
@@ -393,8 +386,8 @@ def use_fused_kernels(model, enable: bool = True, gemv: bool = True):
         elif isinstance(m, Attention): m.rope_kernel = qk_norm_rope if enable else None
         elif isinstance(m, MLP): m.act_kernel = silu_mul if enable else None
         elif isinstance(m, DecoderLayer):
-            wide = m.self_attn.cfg.hidden_size > FUSED_LAYER_MAX_HIDDEN
-            m.kernel = decode_layer if enable and gemv and (FUSED_SWIGLU_WIDE or not wide) else None
+            m.kernel = (decode_layer if enable and gemv
+                        and m.self_attn.cfg.hidden_size <= FUSED_LAYER_MAX_HIDDEN else None)
         # not QuantLinear, not a bf16 head
         elif type(m) in (nn.Linear, GemvLinear) and m is not getattr(model, 'lm_head', None):
             m.__class__ = GemvLinear if enable and gemv else nn.Linear
