@@ -8,7 +8,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 SMOKE = {'attention_gpu': ['--smoke'], 'decode_batch_gpu': ['--smoke'], 'decode_fused_gpu': ['--smoke'],
-         'fused_layer_gpu': ['--tiny'], 'int8_batch_gpu': ['--smoke', '--m=16,40'], 'int8_gemv_limits_gpu': ['--smoke'],
+         'fused_layer_gpu': ['--tiny'], 'gpu_gaps_gpu': ['--smoke'],
+         'int8_batch_gpu': ['--smoke', '--m=16,40'], 'int8_gemv_limits_gpu': ['--smoke'],
          'int8_rmsnorm_gpu': ['--smoke'], 'small_batch_gpu': ['--smoke']}
 
 @pytest.mark.parametrize('name', SMOKE)
