@@ -4,19 +4,21 @@ to 8 (256-token prompts, 128 new tokens, greedy; the median of three runs each) 
 Qwen3-0.6B the fused decoder layer for one row (before) and for up to two (now), `linear`'s several-row GEMV for up
 to 4 rows only, 2 rows of the narrow weights by the several-row GEMV (`GEMV_PER_ROW_MAX_N`), the fused layer for up
 to 8 rows by the one-row kernel over the rows or by the several-row kernel (`FUSED_ROWS`), and the first build
-again; for other models the fused layer at their width (the engine's tiles and three taller ones) at batch 1 and
-2. Then a layer's four products at 1 to 8 rows: cuBLAS
-(`F.linear`), the one-row GEMV launched over the rows (`fused_gemv`: a program per row and output block), the
-several-row GEMV (the engine's tiles and nine others), and the int8 chapter's tile kernel on the bf16 weight (scale
-1; tiles of 16 rows, K in 1, 2, 4 or 8 splits); for qkv and gate_up also with the norm, residual and SwiGLU folded
-in (`fused_gemv`), a program per row against the several-row kernel's tiles. Each product is checked against
-float64, then timed as the model's layers of distinct weights replayed from one CUDA graph.
+again; for other models the fused layer at their width (the engine's tiles and three taller ones) at batch 1 and 2.
+Then a layer's four products at 1 to 8 rows: cuBLAS (`F.linear`), the one-row GEMV launched over the rows
+(`fused_gemv`: a program per row and output block), the several-row GEMV (the engine's tiles and nine others), and
+the int8 chapter's tile kernel on the bf16 weight (scale 1; tiles of 16 rows, K in 1, 2, 4 or 8 splits); for qkv
+and gate_up also with the norm, residual and SwiGLU folded in (`fused_gemv`), a program per row against the
+several-row kernel's tiles. Each product is checked against float64, then timed as the model's layers of distinct
+weights replayed from one CUDA graph.
 
 Run from the repository root:
-  PYTHONPATH=.:benchmarks python3 benchmarks/small_batch_gpu.py [--preset=qwen3-8b] [--only=e2e|products] [--tiles] [--smoke]
+  PYTHONPATH=.:benchmarks python3 benchmarks/small_batch_gpu.py [--preset=qwen3-8b] [--only=e2e|products]
+      [--tiles] [--smoke]
 --tiles runs the end-to-end builds of taller GEMV tiles instead (below, `TILES_E2E`), at batch 1 and 2.
 --smoke runs tiny shapes on the CPU (Triton's interpreter), to check the script. Writes
-small_batch_gpu_<preset>.json to $OUT if set, else to benchmarks/results/.
+small_batch_gpu_<preset>.json (with --tiles, small_batch_gpu_tiles_<preset>.json) to $OUT if set, else to
+benchmarks/results/.
 """
 import sys, itertools, time, statistics, gc
 import torch
@@ -137,7 +139,7 @@ BUILDS = {'before': dict(FUSED_LAYER_MAX_ROWS=1),
           'before, again': dict(FUSED_LAYER_MAX_ROWS=1)}
 # other models: the fused decoder layer at their width too (`decode_layer` stops at `FUSED_LAYER_MAX_HIDDEN`)
 # (at batch 1 and 2 only, where `decode_layer` applies), with the engine's tiles and taller ones: at 4,096 wide
-# every program of the fused products reads the whole activation row twice, so more rows a program read it less
+# every program of the fused products reads the whole activation row twice, and taller tiles mean fewer programs
 if PRESET != 'qwen3-0.6b':
     BUILDS = {'before': {}, 'fused layer': dict(FUSED_LAYER_MAX_HIDDEN=H),
               **{f'fused layer, tiles {c}': dict(FUSED_LAYER_MAX_HIDDEN=H, FUSED_GEMV_CONFIG=c)
