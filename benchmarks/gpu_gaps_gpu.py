@@ -1,46 +1,52 @@
 #!/usr/bin/env python3
-"""Where the GPU sits idle in a throughput run: one `LLM.generate` of 256 requests of 256 -> 128 greedy tokens on
-random-weight Qwen3-0.6B (bf16, engine defaults, prefix caching off) under the PyTorch profiler, after a warm-up run
-of the same shapes. The kernels' intervals (those replayed from CUDA graphs included) are merged into busy time; the
-gaps between them are summed by size and by the phase of the run they fall in (before the first kernel, among the
-prompt steps, among the decode steps, after the last kernel), and the longest are listed with their neighbours.
+"""Where the GPU sits idle in a throughput run: 256 requests of 256 -> 128 greedy tokens on random-weight Qwen3-0.6B
+(bf16, engine defaults, prefix caching off), one `LLM.generate` under the PyTorch profiler after a warm-up run of
+the same shapes. The kernels' intervals (those replayed from CUDA graphs included) are merged into busy time; the
+gaps between them are summed by size and by the phase of the run they fall in (among the prompt steps, among the
+decode steps), and the longest are listed with their neighbours.
 
-Run from the repository root:  PYTHONPATH=.:benchmarks python3 benchmarks/gpu_gaps_gpu.py [--smoke]
+With `--max-batched=8192,16384`: one engine per value of `max_num_batched_tokens` (the most tokens a step), each timed
+without the profiler (the median of three runs, the engines taking turns twice) on this workload and on nano-vllm's
+greedy one, and the first profiled as above: bigger prompt steps give the GPU more work per step the host prepares.
+
+Run from the repository root:  PYTHONPATH=.:benchmarks python3 benchmarks/gpu_gaps_gpu.py [--max-batched=N,...]
+    [--smoke]
 --smoke runs the tiny model on the CPU (no GPU kernels: the gaps are empty), to check the script. Writes
 gpu_gaps_gpu.json to $OUT if set, else to benchmarks/results/.
 """
-import sys, time
+import sys, time, statistics, gc
 import torch
 from torch.profiler import profile, ProfilerActivity
 from minillm import LLM, SamplingParams
 from minillm.loading import random_checkpoint, PRESETS
+from minillm.workloads import nanovllm_workload, make_requests
 from helpers.bench_io import log, saver, run_section
 
 SMOKE = '--smoke' in sys.argv
-R = dict(argv=sys.argv, errors={})
+R = dict(argv=sys.argv, errors={}, timed={})
 save = saver(R, 'gpu_gaps_gpu')
 B, P, N = (4, 16, 4) if SMOKE else (256, 256, 128)
+DEV = 'cpu' if SMOKE else 'cuda'
+SIZES = next(([int(v) for v in a.split('=', 1)[1].split(',')] for a in sys.argv[1:]
+              if a.startswith('--max-batched=')), None)
+
+def sync():
+    if torch.cuda.is_available(): torch.cuda.synchronize()
 
 def kernels(prof):
     "(start µs, end µs, name) of every GPU kernel and copy the profiler saw, in time order."
     ev = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
     return sorted((e.time_range.start, e.time_range.end, e.name) for e in ev)
 
-def gaps():
-    ck = random_checkpoint(**PRESETS['tiny-qwen3' if SMOKE else 'qwen3-0.6b'], dtype=torch.bfloat16,
-                           device='cpu' if SMOKE else 'cuda')
-    llm = LLM(str(ck), dtype='bfloat16', device='cpu' if SMOKE else 'cuda', enable_prefix_caching=False)
-    ps = torch.randint(0, 151643, (B, P), generator=torch.Generator().manual_seed(0)).tolist()
-    sp = SamplingParams(temperature=0, max_tokens=N, ignore_eos=True)
-    llm.generate(ps, sp, use_tqdm=False)                                  # warm-up at the timed shapes
+def gaps(llm, ps, sps, key):
+    "Profile one run of `ps`, merge its kernels' intervals, and record the gaps under `R[key]`."
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
     with profile(activities=acts) as prof:
-        t0 = time.perf_counter(); llm.generate(ps, sp, use_tqdm=False)
-        if torch.cuda.is_available(): torch.cuda.synchronize()
+        t0 = time.perf_counter(); llm.generate(ps, sps, use_tqdm=False); sync()
         wall = time.perf_counter() - t0
     ks = kernels(prof)
-    R.update(wall_s=wall, tokens_per_s=B * N / wall, kernels=len(ks))
-    if not ks: log('no GPU kernels'); return
+    R[key] = r = dict(wall_s=wall, tokens_per_s=sum(sp.max_tokens for sp in sps) / wall, kernels=len(ks))
+    if not ks: log(key, 'no GPU kernels'); return
     first_decode = next((i for i, k in enumerate(ks) if 'decode' in k[2]), len(ks))   # the decode attention
     busy, gap_list, end = 0.0, [], ks[0][0]
     for i, (s, e, name) in enumerate(ks):
@@ -52,16 +58,57 @@ def gaps():
     sizes = {f'< {b} µs': sum(d for _, d, _ in gap_list if lo <= d < b)
              for lo, b in ((0, 10), (10, 50), (50, 200), (200, 1000), (1000, 10**9))}
     top = sorted(gap_list, key=lambda g: -g[1])[:15]
-    R.update(span_us=span, busy_us=busy, gaps_us=span - busy, gaps_by_phase_us=by_phase, gaps_by_size_us=sizes,
+    r.update(span_us=span, busy_us=busy, gaps_us=span - busy, gaps_by_phase_us=by_phase, gaps_by_size_us=sizes,
+             first_decode_us=ks[first_decode][0] - ks[0][0] if first_decode < len(ks) else None,
              longest=[dict(at_us=at - ks[0][0], us=d, before=ks[i - 1][2][:60], after=ks[i][2][:60],
                            decode=i > first_decode) for at, d, i in top])
-    log(f"wall {wall * 1e3:.1f} ms ({B * N / wall:,.0f} tokens/s); kernels from first to last {span / 1e3:.1f} ms, "
+    log(f"{key}: wall {wall * 1e3:.1f} ms under the profiler; kernels from first to last {span / 1e3:.1f} ms, "
         f"busy {busy / 1e3:.1f} ms ({busy / span:.0%}), {len(ks)} kernels")
     log('gaps by phase (ms): ' + ', '.join(f'{k} {v / 1e3:.1f}' for k, v in by_phase.items()))
     log('gaps by size (ms): ' + ', '.join(f'{k} {v / 1e3:.1f}' for k, v in sizes.items()))
-    for g in R['longest']:
+    for g in r['longest']:
         log(f"  {g['us']:8.0f} µs at {g['at_us'] / 1e3:7.1f} ms ({'decode' if g['decode'] else 'prompts'}): "
             f"{g['before']} -> {g['after']}")
 
-run_section(gaps, R, save)
+def workloads():
+    "(name, prompts, sampling params): 256 x 256 -> 128 greedy, and nano-vllm's workload greedy."
+    ps = torch.randint(0, 151643, (B, P), generator=torch.Generator().manual_seed(0)).tolist()
+    runs = [(f'{B} x {P} -> {N}', ps, [SamplingParams(temperature=0, max_tokens=N, ignore_eos=True)] * B)]
+    if not SMOKE:
+        prompts, outs = make_requests(nanovllm_workload(temperature=0.0), variant=1)   # not cached by variant 0
+        runs.append(('nanovllm greedy', prompts,
+                     [SamplingParams(temperature=0, max_tokens=n, ignore_eos=True) for n in outs]))
+    return runs
+
+def engine(ck, size=None):
+    kw = {} if size is None else dict(max_num_batched_tokens=size)
+    return LLM(str(ck), dtype='bfloat16', device=DEV, enable_prefix_caching=False, **kw)
+
+def run():
+    ck = random_checkpoint(**PRESETS['tiny-qwen3' if SMOKE else 'qwen3-0.6b'], dtype=torch.bfloat16, device=DEV)
+    runs = workloads()
+    if SIZES is None:                                         # the defaults: the gaps of 256 x 256 -> 128
+        llm = engine(ck)
+        name, ps, sps = runs[0]
+        llm.generate(ps, sps, use_tqdm=False)                                # warm-up at the timed shapes
+        gaps(llm, ps, sps, 'profile'); return
+    for turn in range(2):                                     # the engines taking turns, each built afresh
+        for size in SIZES:
+            llm = engine(ck, size)
+            for name, ps, sps in runs:
+                llm.generate(ps, sps, use_tqdm=False)
+                ts = []
+                for _ in range(3):
+                    sync(); t0 = time.perf_counter(); llm.generate(ps, sps, use_tqdm=False); sync()
+                    ts.append(time.perf_counter() - t0)
+                tok_s = sum(sp.max_tokens for sp in sps) / statistics.median(ts)
+                R['timed'].setdefault(f'{name}, max_num_batched_tokens {size}', []).append(tok_s)
+                log(f"turn {turn}: {name:22} max_num_batched_tokens {size:6}: {tok_s:9,.0f} tokens/s")
+                if turn == 1 and name == runs[0][0]:          # the profile of the first workload
+                    gaps(llm, ps, sps, f'profile {name}, max_num_batched_tokens {size}')
+                save()
+            del llm; gc.collect()
+            if torch.cuda.is_available(): torch.cuda.empty_cache()
+
+run_section(run, R, save)
 log('done')

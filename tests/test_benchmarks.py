@@ -8,7 +8,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 SMOKE = {'attention_gpu': ['--smoke'], 'decode_batch_gpu': ['--smoke'], 'decode_fused_gpu': ['--smoke'],
-         'fused_layer_gpu': ['--tiny'], 'gpu_gaps_gpu': ['--smoke'],
+         'fused_layer_gpu': ['--tiny'], 'gpu_gaps_gpu': ['--smoke', '--max-batched=64,128'],
          'int8_batch_gpu': ['--smoke', '--m=16,40'], 'int8_gemv_limits_gpu': ['--smoke'],
          'int8_rmsnorm_gpu': ['--smoke'], 'small_batch_gpu': ['--smoke']}
 
