@@ -20,7 +20,7 @@ Run from the repository root:
 small_batch_gpu_<preset>.json (with --tiles, small_batch_gpu_tiles_<preset>.json) to $OUT if set, else to
 benchmarks/results/.
 """
-import sys, itertools, time, statistics, gc
+import sys, itertools, time, statistics, gc, contextlib
 import torch
 import torch.nn.functional as F
 import minillm.quant as Q
@@ -115,17 +115,22 @@ def products():
         R['products'][M]['sum'] = tot
         log(f"M={M} a layer's four products, µs: " + '  '.join(f"{k} {v:.1f}" for k, v in tot.items()))
 
+@contextlib.contextmanager
+def switched(**consts):
+    "The GEMV chapter's constants set to `consts` inside the block, and back to what they were after it."
+    before = {k: getattr(G, k) for k in consts}
+    for k, v in consts.items(): setattr(G, k, v)
+    try: yield
+    finally:
+        for k, v in before.items(): setattr(G, k, v)
+
 def per_row(x, w, *args):
     "The one-row GEMV launched over the rows (`fused_gemv(x, w, *args)` with `FUSED_ROWS` off)."
-    G.FUSED_ROWS = False
-    try: return fused_gemv(x, w, *args)
-    finally: G.FUSED_ROWS = True
+    with switched(FUSED_ROWS=False): return fused_gemv(x, w, *args)
 
 def several(x, w, config=None):
     "The several-row GEMV, also where `gemv` would take 2 rows per row (`GEMV_PER_ROW_MAX_N`)."
-    n, G.GEMV_PER_ROW_MAX_N = G.GEMV_PER_ROW_MAX_N, 0
-    try: return gemv(x, w, config=config)
-    finally: G.GEMV_PER_ROW_MAX_N = n
+    with switched(GEMV_PER_ROW_MAX_N=0): return gemv(x, w, config=config)
 
 # the engine's routes for 2 to 8 rows: the fused layer for one row (before), for up to two (now), before `linear`
 # sent 5 to 8 rows to the several-row GEMV, 2 rows of o and down by the several-row GEMV, the fused layer for up to
@@ -165,25 +170,23 @@ def e2e(builds):
     ck = random_checkpoint(**C, dtype=torch.bfloat16, device='cuda')
     prompts = torch.randint(0, 151643, (8, 256), generator=torch.Generator().manual_seed(0)).tolist()
     sp = SamplingParams(temperature=0, max_tokens=128, ignore_eos=True)
-    default = {k: getattr(G, k) for consts in builds.values() for k in consts}      # what the builds change
     for build, consts in builds.items():
-        for k, v in consts.items(): setattr(G, k, v)         # read when the engine captures its graphs
-        llm = LLM(str(ck), dtype='bfloat16', device='cuda', enable_prefix_caching=False)
-        for B in BATCHES:
-            llm.generate(prompts[:B], sp, use_tqdm=False)                    # warm-up
-            ts = []
-            for _ in range(3):
-                torch.cuda.synchronize(); t = time.perf_counter()
-                outs = llm.generate(prompts[:B], sp, use_tqdm=False)
-                torch.cuda.synchronize(); ts.append(time.perf_counter() - t)
-            r = R['e2e'][f'{build} B={B}'] = dict(tok_s=B * 128 / statistics.median(ts), seconds=ts,
-                                                 consts={k: list(v) if isinstance(v, tuple) else v
-                                                         for k, v in consts.items()},
-                                                 first_tokens=[o.outputs[0].token_ids[:16] for o in outs])
-            log(f"{build:24} batch {B}: {r['tok_s']:8.0f} tokens/s")
-            save()
-        del llm; gc.collect(); torch.cuda.empty_cache()
-        for k, v in default.items(): setattr(G, k, v)
+        with switched(**consts):                              # read when the engine captures its graphs
+            llm = LLM(str(ck), dtype='bfloat16', device='cuda', enable_prefix_caching=False)
+            for B in BATCHES:
+                llm.generate(prompts[:B], sp, use_tqdm=False)                # warm-up
+                ts = []
+                for _ in range(3):
+                    torch.cuda.synchronize(); t = time.perf_counter()
+                    outs = llm.generate(prompts[:B], sp, use_tqdm=False)
+                    torch.cuda.synchronize(); ts.append(time.perf_counter() - t)
+                r = R['e2e'][f'{build} B={B}'] = dict(tok_s=B * 128 / statistics.median(ts), seconds=ts,
+                                                     consts={k: list(v) if isinstance(v, tuple) else v
+                                                             for k, v in consts.items()},
+                                                     first_tokens=[o.outputs[0].token_ids[:16] for o in outs])
+                log(f"{build:24} batch {B}: {r['tok_s']:8.0f} tokens/s")
+                save()
+            del llm; gc.collect(); torch.cuda.empty_cache()
     first = next(iter(builds))
     for B in BATCHES:
         a = R['e2e'][f'{first} B={B}']
