@@ -125,12 +125,12 @@ def warm(job):
         if kind == 'decode':
             q = torch.randn(2, hq, d, device='cuda').to(dtype)
             if cfg[0] == 'auto': A.paged_decode(q, kc, vc, bt, cl, num_splits=cfg[1])
-            else: A._launch_decode(q, kc, vc, bt, cl, None, None, cfg[3], block_n=cfg[0], num_warps=cfg[1], num_stages=cfg[2])
+            else: A.paged_decode(q, kc, vc, bt, cl, num_splits=cfg[3], config=dict(block_n=cfg[0], num_warps=cfg[1], num_stages=cfg[2]))
         else:
             q = torch.randn(7, hq, d, device='cuda').to(dtype)
             qsl = torch.tensor([0, 2, 7], dtype=torch.int32, device='cuda')
             if cfg[0] == 'auto': A.paged_prefill(q, kc, vc, bt, cl, qsl, cfg[1])
-            else: A._launch_prefill(q, kc, vc, bt, cl, qsl, cfg[4], None, None, block_m=cfg[0], block_n=cfg[1], num_warps=cfg[2], num_stages=cfg[3])
+            else: A.paged_prefill(q, kc, vc, bt, cl, qsl, cfg[4], config=dict(block_m=cfg[0], block_n=cfg[1], num_warps=cfg[2], num_stages=cfg[3]))
         torch.cuda.synchronize()
         return None
     except Exception as e: return f"{job}: {type(e).__name__}: {str(e)[:200]}"
@@ -147,7 +147,7 @@ def precompile_jobs(sms):
         sp64 = auto_splits(64, lay[1], sms)                       # what the timings launch
         jobs += [('decode', lay, 16, 'bf16', ('auto', sp64)), ('decode', lay, 16, 'fp16', ('auto', sp64)), ('prefill', lay, 16, 'bf16', ('auto', 1024))]
         jobs += [('decode', lay, 16, 'bf16', (bn, w, st, sp64)) for bn, w, st in DEC_GRID]
-        dflt = A._decode_config(torch.empty(1, 1, lay[2], device='cuda', dtype=torch.bfloat16))
+        dflt = A.decode_config(torch.empty(1, 1, lay[2], device='cuda', dtype=torch.bfloat16))
         jobs += [('decode', lay, 16, 'bf16', (dflt['block_n'], dflt['num_warps'], dflt['num_stages'], sp)) for sp in SPLITS]
         jobs += [('decode', lay, 16, 'bf16', ('auto', sp)) for sp in (1, auto_splits(4, lay[1], sms))]
         jobs += [('prefill', lay, 16, 'bf16', (bm, bn, w, st, 1024)) for bm, bn, w, st in PRE_GRID]
@@ -189,7 +189,7 @@ def correctness():
                 q = torch.randn(len(ctx), hq, d, device=DEV).to(dtype)
                 ref = ref_attention(q, ks, vs, torch.arange(len(ctx) + 1))
                 for splits in (None, 1, 5):
-                    o = A._launch_decode(q, kc, vc, bt, cl, None, NAN(q), splits, **A._decode_config(q))
+                    o = A.paged_decode(q, kc, vc, bt, cl, out=NAN(q), num_splits=splits)
                     n += 1; n_ok += check(f'decode {lname} bs={bs} splits={splits}', rel_err(o, ref), dtype)
                 q_lens = [1, 17, 300, 500, 4, 2000] if big else [1, 17, 3]
                 qsl = torch.tensor([0] + q_lens, device=DEV).cumsum(0).int()
@@ -288,8 +288,8 @@ def decode_timing():
 
 def decode_sweep(lname, q, kc, vc, bt, cl, kv_bytes):
     ref = A.paged_decode(q, kc, vc, bt, cl).float()
-    sp_auto = auto_splits(q.shape[0], kc.shape[2], A._num_sms(q.device))
-    d = A._decode_config(q)
+    sp_auto = auto_splits(q.shape[0], kc.shape[2], A.num_sms(q.device))
+    d = A.decode_config(q)
     grid = [(bn, w, st, sp_auto) for bn, w, st in DEC_GRID] + [(d['block_n'], d['num_warps'], d['num_stages'], sp) for sp in SPLITS if sp != sp_auto]
     if args.smoke: grid = grid[:3]
     times = {}
@@ -297,9 +297,9 @@ def decode_sweep(lname, q, kc, vc, bt, cl, kv_bytes):
         for bn, w, st, sp in grid:
             if time.time() - T0 > args.budget: log('sweep: budget reached'); break
             try:
-                o = A._launch_decode(q, kc, vc, bt, cl, None, NAN(q), sp, block_n=bn, num_warps=w, num_stages=st)
+                o = A.paged_decode(q, kc, vc, bt, cl, out=NAN(q), num_splits=sp, config=dict(block_n=bn, num_warps=w, num_stages=st))
                 err = rel_err(o.float(), ref)
-                ms = bench(lambda: A._launch_decode(q, kc, vc, bt, cl, None, None, sp, block_n=bn, num_warps=w, num_stages=st))
+                ms = bench(lambda: A.paged_decode(q, kc, vc, bt, cl, num_splits=sp, config=dict(block_n=bn, num_warps=w, num_stages=st)))
             except Exception as e:
                 log(f'sweep decode bn={bn} w={w} st={st} sp={sp}: {type(e).__name__} {str(e)[:120]}'); continue
             times.setdefault((bn, w, st, sp), []).append(ms)
@@ -346,9 +346,9 @@ def prefill_timing():
                 for bm, bn, w, st in grid:
                     if time.time() - T0 > args.budget: log('sweep: budget reached'); break
                     try:
-                        o = A._launch_prefill(q, kc, vc, bt, cl, qsl, T, None, NAN(q), block_m=bm, block_n=bn, num_warps=w, num_stages=st)
+                        o = A.paged_prefill(q, kc, vc, bt, cl, qsl, T, out=NAN(q), config=dict(block_m=bm, block_n=bn, num_warps=w, num_stages=st))
                         e = rel_err(o.float(), ref)
-                        t = bench(lambda: A._launch_prefill(q, kc, vc, bt, cl, qsl, T, None, None, block_m=bm, block_n=bn, num_warps=w, num_stages=st))
+                        t = bench(lambda: A.paged_prefill(q, kc, vc, bt, cl, qsl, T, config=dict(block_m=bm, block_n=bn, num_warps=w, num_stages=st)))
                     except Exception as ex:
                         log(f'sweep prefill bm={bm} bn={bn} w={w} st={st}: {type(ex).__name__} {str(ex)[:120]}'); continue
                     if e < TOL[dtype]: times.setdefault((bm, bn, w, st), []).append(t)

@@ -48,11 +48,12 @@ def shape(name, ctx):
     auto = A.decode_splits(S, HKV, DEV, sum(ctx) // S)
     ref = A.paged_decode(q, *kv[0], bt, lens, num_splits=auto).float()
     nbytes = 2 * sum(ctx) * HKV * D * DT.itemsize
-    rows = R['shapes'][name] = dict(S=S, mean_ctx=sum(ctx) / S, auto_splits=auto, default=A._decode_config(q),
+    rows = R['shapes'][name] = dict(S=S, mean_ctx=sum(ctx) / S, auto_splits=auto, default=A.decode_config(q),
                                      MB=nbytes / 1e6, runs={})
     splits = sorted({1, auto, 2 * auto} if auto > 1 else {1, 2})
     for (bn, nw, ns), sp in itertools.product(CONFIGS, splits):
-        f = lambda k, v: A._launch_decode(q, k, v, bt, lens, None, out, sp, bn, nw, ns)
+        f = lambda k, v: A.paged_decode(q, k, v, bt, lens, out=out, num_splits=sp,
+                                         config=dict(block_n=bn, num_warps=nw, num_stages=ns))
         try:
             f(*kv[0])
             err = ((out.float() - ref).abs().max() / ref.abs().max()).item()

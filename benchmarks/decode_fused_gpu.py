@@ -91,7 +91,7 @@ def repeat():
     n, reps = (4, 2) if SMOKE else (64, 50)
     outs = [torch.empty_like(ref) for _ in range(n)]
     def step():
-        for o in outs: A._launch_decode(p[4], *p[:4], None, o, None, **A._decode_config(p[4]), k=p[5], v=p[6], slot_mapping=p[7])
+        for o in outs: A.paged_decode(p[4], *p[:4], out=o, k=p[5], v=p[6], slot_mapping=p[7])
     bad = 0
     if SMOKE:
         for _ in range(reps): step(); bad += sum(not torch.equal(o, ref) for o in outs)

@@ -15,7 +15,7 @@ import torch, triton
 import triton.language as tl
 import minillm.kernels.decode as DEC
 from minillm.kernels.attention import (pdl_options, gdc_launch_dependents, gdc_wait, _online, _attend, _tile, _new_key,
-                                       _prec, _decode_config, _split_partials)
+                                       _prec, decode_config, _split_partials)
 from minillm.kernels.decode import (_rope_decode_early, _norm_rope, _check_rope_decode, _locks,
                                     rope_decode)
 from helpers.bench_io import log, saver, run_section
@@ -149,7 +149,7 @@ def cand(dot=True, rope=True, comb=1, exit=False, warps=None, block_n=None, spli
                                                  context_lens, slot_mapping, num_heads, out)
         nb, bs, hkv, d = k_cache.shape
         S, hq = qkv.shape[0], num_heads
-        cfg = _decode_config(q_view)
+        cfg = decode_config(q_view)
         nsp, po, plse = _split_partials(splits or num_splits, out, hkv)
         norm, g = q_weight is not None, hq // hkv
         sc = (d ** -0.5 if scale is None else scale) * 1.4426950408889634

@@ -39,10 +39,10 @@ def main():
                 for bn, nw, ns in [(64, 4, 2), (32, 4, 2), (128, 4, 2), (64, 4, 3), (32, 2, 2), (64, 8, 2), (16, 4, 3)]:
                     for sp in (None, 1, 2):
                         try:
-                            o = A._launch_decode(q, kc, vc, bt, cl, None, None, sp, block_n=bn, num_warps=nw, num_stages=ns)
+                            o = A.paged_decode(q, kc, vc, bt, cl, num_splits=sp, config=dict(block_n=bn, num_warps=nw, num_stages=ns))
                             err = ((o.float() - ref).norm() / ref.norm()).item()
                             assert err < 2e-2, err
-                            ms = do_bench(lambda: A._launch_decode(q, kc, vc, bt, cl, None, None, sp, block_n=bn, num_warps=nw, num_stages=ns), warmup=25, rep=100, return_mode='median')
+                            ms = do_bench(lambda: A.paged_decode(q, kc, vc, bt, cl, num_splits=sp, config=dict(block_n=bn, num_warps=nw, num_stages=ns)), warmup=25, rep=100, return_mode='median')
                         except Exception as e:
                             R['errors'].append(f'attn {lname} {bs} {head_major} {bn} {nw} {ns} {sp}: {type(e).__name__} {str(e)[:200]}'); continue
                         R['attn'].append(dict(layout=lname, bs=bs, head_major=head_major, bn=bn, nw=nw, ns=ns, sp=sp, us=ms * 1e3, GBps=kv_bytes / ms / 1e6))

@@ -14,7 +14,7 @@ Writes decode_order_gpu.json to $OUT if set, else to benchmarks/results/.
 import argparse, importlib.util, sys, torch
 from pathlib import Path
 from triton.testing import do_bench_cudagraph
-from minillm.kernels.attention import _launch_decode, _decode_config
+from minillm.kernels.attention import paged_decode, decode_config
 from minillm.workloads import nanovllm_workload, request_lengths
 from helpers.bench_io import log, saver
 from helpers.paged_steps import paged_step, reference
@@ -45,10 +45,11 @@ def step(name, ctxs, hq=16, hkv=8, d=128):
     S = len(ctxs)
     ref, row = reference(q, kc, vc, bt, lens), dict(step=name, S=S, heads=(hq, hkv, d), ctx_mean=sum(ctxs) / S)
     gb = sum(ctxs) * hkv * d * 2 * kc.element_size() / 1e9
-    cfg = _decode_config(q)
-    runs = dict(now=lambda o: _launch_decode(q, kc, vc, bt, lens, None, o, 1, **cfg),
+    cfg = decode_config(q)
+    # the earlier build has no `config` argument: its launcher takes the same tiles
+    runs = dict(now=lambda o: paged_decode(q, kc, vc, bt, lens, out=o, num_splits=1, config=cfg),
                 before=lambda o: before._launch_decode(q, kc, vc, bt, lens, None, o, 1, **cfg),
-                tiles_tried=lambda o: _launch_decode(q, kc, vc, bt, lens, None, o, 1, **TRIED))
+                tiles_tried=lambda o: paged_decode(q, kc, vc, bt, lens, out=o, num_splits=1, config=TRIED))
     outs = {k: torch.empty_like(q) for k in runs}
     for k, run in runs.items(): run(outs[k])
     torch.cuda.synchronize()

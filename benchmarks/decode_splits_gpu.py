@@ -15,7 +15,7 @@ Writes decode_splits_gpu.json to $OUT if set, else to benchmarks/results/.
 """
 import sys, random, itertools, torch
 from triton.testing import do_bench_cudagraph
-from minillm.kernels.attention import _launch_decode, _decode_config, decode_splits, LONG_CONTEXT
+from minillm.kernels.attention import paged_decode, decode_splits, LONG_CONTEXT
 from minillm.kernels.decode import rope_decode, MAX_SEQS
 from minillm.workloads import nanovllm_workload, request_lengths
 from minillm.cuda_graphs import batch_buckets
@@ -43,7 +43,7 @@ def steps(hq=16, hkv=8, d=128):
         row = dict(t=t, S=S, ctx_mean=sum(ctxs) / S, auto=auto, bucket=b, rule=rule, us={}, max_err={})
         for sp in sorted({auto, rule, 1, 2, 3, 4, 6, 8}):
             out = torch.empty_like(q)
-            f = lambda: _launch_decode(q, kc, vc, bt, lens, None, out, sp, **_decode_config(q))
+            f = lambda: paged_decode(q, kc, vc, bt, lens, out=out, num_splits=sp)
             row['max_err'][sp], row['us'][sp] = timed(f, ref)
         best = row['best'] = min(row['us'], key=row['us'].get)
         R['rows'].append(row)
@@ -61,7 +61,7 @@ def launcher(q, kc, vc, bt, lens, hkv):
     else the decode kernel), `ref` is the attention the PyTorch reference gives, the new keys in the cache."""
     S, hq, d = q.shape
     if S > MAX_SEQS:
-        return (lambda sp, out: _launch_decode(q, kc, vc, bt, lens, None, out, sp, **_decode_config(q)),
+        return (lambda sp, out: paged_decode(q, kc, vc, bt, lens, out=out, num_splits=sp),
                 reference(q, kc, vc, bt, lens))
     kn, vn = (torch.randn(S, hkv, d, dtype=q.dtype, device=q.device, generator=g) for _ in range(2))
     qkv = torch.cat([q.reshape(S, -1), kn.reshape(S, -1), vn.reshape(S, -1)], 1)

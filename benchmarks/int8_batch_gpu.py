@@ -39,7 +39,7 @@ def sweep(x, ws, out, ref, M, N):
     if SHORTER: bms = tuple(b for b in (16, 32, 64) if b < bms[0])          # or in several shorter ones
     tiles, splits = TILES[:2] if SMOKE else TILES, (1, 2, 4) if N <= 8192 else (1,)
     for bm, (bn, bk, nw, ns), split in itertools.product(bms, tiles, splits):
-        cfg = Q._fit((bm, bn, bk, nw, ns), 2, Q._smem_limit(x.device)) + (split,)
+        cfg = Q.fit_config((bm, bn, bk, nw, ns), x.dtype, x.device) + (split,)
         if cfg in cands: continue
         f = lambda q, s, c=cfg: Q.int8_matmul(x, q, s, out=out, config=c)
         try:

@@ -6,9 +6,8 @@ to 4 rows only, 2 rows of the narrow weights by the several-row GEMV (`GEMV_PER_
 to 8 rows by the one-row kernel over the rows or by the several-row kernel (`FUSED_ROWS`), and the first build
 again; for other models the fused layer at their width (the engine's tiles and three taller ones) at batch 1 and 2.
 Then a layer's four products at 1 to 8 rows: cuBLAS (`F.linear`), the one-row GEMV launched over the rows
-(`fused_gemv`: a program per row and output block), the several-row GEMV (the engine's tiles and nine others), and
-the int8 chapter's tile kernel on the bf16 weight (scale 1; tiles of 16 rows, K in 1, 2, 4 or 8 splits); for qkv
-and gate_up also with the norm, residual and SwiGLU folded in (`fused_gemv`), a program per row against the
+(`fused_gemv`: a program per row and output block) and the several-row GEMV (the engine's tiles and nine others); for
+qkv and gate_up also with the norm, residual and SwiGLU folded in (`fused_gemv`), a program per row against the
 several-row kernel's tiles. Each product is checked against float64, then timed as the model's layers of distinct
 weights replayed from one CUDA graph.
 
@@ -20,10 +19,9 @@ Run from the repository root:
 small_batch_gpu_<preset>.json (with --tiles, small_batch_gpu_tiles_<preset>.json) to $OUT if set, else to
 benchmarks/results/.
 """
-import sys, itertools, time, statistics, gc, contextlib
+import sys, time, statistics, gc, contextlib
 import torch
 import torch.nn.functional as F
-import minillm.quant as Q
 import minillm.kernels.gemv as G
 from minillm.kernels.gemv import gemv, fused_gemv
 from minillm.loading import PRESETS
@@ -38,8 +36,6 @@ DEV, LAYERS, MS = ('cpu', 2, [2]) if SMOKE else ('cuda', C['num_hidden_layers'],
 SHAPES = (dict(qkv=(96, 64)) if SMOKE else                                                  # (N, K)
           dict(qkv=((C['num_attention_heads'] + 2 * C['num_key_value_heads']) * D, H),
                o=(H, C['num_attention_heads'] * D), gate_up=(2 * I, H), down=(H, I)))
-TILES = [(32, 128, 4, 4), (64, 128, 4, 4), (32, 256, 4, 3), (64, 256, 4, 3), (16, 256, 4, 4), (128, 128, 4, 3)]
-SPLITS = (1, 2) if SMOKE else (1, 2, 4, 8)
 FUSED = ('qkv',) if SMOKE else ('qkv', 'gate_up')               # the products `decode_layer` folds a norm into
 # the several-row GEMV's (BLOCK_N, BLOCK_K, num_warps): the engine's is tuned at 2 to 5 rows
 ROWS_CONFIGS = ([(4, 64, 4), (8, 64, 4)] if SMOKE else
@@ -77,7 +73,6 @@ def products():
             x = torch.randn(M, K, device=DEV, generator=g).to(torch.bfloat16)
             out, ws = torch.empty(M, N, device=DEV, dtype=torch.bfloat16), W[name]
             ref = x.double() @ ws[0].double().T
-            one = torch.ones(N, device=DEV, dtype=torch.bfloat16)
             r = res[name] = dict(cublas=timed(lambda w: F.linear(x, w), ws, out, ref),
                                  gemv_per_row=timed(lambda w: per_row(x, w), ws, out, ref),
                                  gemv_rows=timed(lambda w: several(x, w), ws, out, ref))
@@ -96,22 +91,14 @@ def products():
                 ok = {c: v['us'] for c, v in r['fused_rows_configs'].items() if v.get('us')}
                 log(f"M={M} {name:8} fused: per row {r['fused_per_row'].get('us', float('nan')):6.1f}  several-row "
                     + '  '.join(f"{c} {v:.1f}" for c, v in sorted(ok.items(), key=lambda kv: kv[1])[:3]))
-            tiles = {}
-            for (bn, bk, nw, ns), sk in itertools.product(TILES[:2] if SMOKE else TILES, SPLITS):
-                cfg = (16, bn, bk, nw, ns, sk)
-                tiles[str(cfg)] = timed(lambda w, c=cfg: Q._launch(x, w, one, None, out, c) or out, ws, out, ref)
-            ok = {c: v['us'] for c, v in tiles.items() if v.get('us')}
-            r['tiles'] = tiles
-            if ok: r['tile_best'], r['tile_best_us'] = min(ok, key=ok.get), min(ok.values())
             us = lambda k: r[k].get('us', float('nan'))
             log(f"M={M} {name:8} cuBLAS {us('cublas'):6.1f}  GEMV per row {us('gemv_per_row'):6.1f}  "
                 f"several-row GEMV {us('gemv_rows'):6.1f} (best {r.get('gemv_rows_best_us', float('nan')):6.1f} "
-                f"{r.get('gemv_rows_best')})  tile {r.get('tile_best_us', float('nan')):6.1f} "
-                f"{r.get('tile_best')}")
+                f"{r.get('gemv_rows_best')})")
             save()
         tot = {k: sum(res[n][k].get('us', float('nan')) for n in SHAPES)
                for k in ('cublas', 'gemv_per_row', 'gemv_rows')}
-        for k in ('gemv_rows_best', 'tile_best'): tot[k] = sum(res[n].get(k + '_us', float('nan')) for n in SHAPES)
+        tot['gemv_rows_best'] = sum(res[n].get('gemv_rows_best_us', float('nan')) for n in SHAPES)
         R['products'][M]['sum'] = tot
         log(f"M={M} a layer's four products, µs: " + '  '.join(f"{k} {v:.1f}" for k, v in tot.items()))
 

@@ -16,8 +16,8 @@ import triton.language as tl
 from .loading import QUANTIZATIONS
 
 # %% auto #0
-__all__ = ['quantize_weight', 'dequantize_weight', 'pick_config', 'int8_matmul', 'dequantize_triton', 'w8_linear', 'QuantLinear',
-           'quantize_model']
+__all__ = ['quantize_weight', 'dequantize_weight', 'pick_config', 'fit_config', 'int8_matmul', 'dequantize_triton', 'w8_linear',
+           'QuantLinear', 'quantize_model']
 
 # %% ../nbs/13_int8.ipynb #69d314b3
 def quantize_weight(w: torch.Tensor):
@@ -135,9 +135,12 @@ def _fit(cfg, esize: int, limit: int):
 def pick_config(M: int, N: int, K: int, dtype=torch.bfloat16, device=torch.device('cpu')):
     "Tile shape `(BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages[, K splits])` for an `[M, K] x [K, N]` product."
     narrow, wide, deep = next(row[1:] for row in _CONFIGS if row[0] is None or M <= row[0])
-    cfg = wide if N >= _WIDE_N else deep if K >= _DEEP_K else narrow
-    if cfg[0] == 1: return cfg                                              # GEMV: no shared memory
-    return _fit(cfg, torch.empty((), dtype=dtype).element_size(), _smem_limit(device))
+    return fit_config(wide if N >= _WIDE_N else deep if K >= _DEEP_K else narrow, dtype, device)
+
+def fit_config(config, dtype=torch.bfloat16, device=torch.device('cpu')):
+    "`config` as it fits `device`'s shared memory with `dtype` activations (`_fit`); a GEMV's as it is."
+    if config[0] == 1: return tuple(config)                                 # GEMV: no shared memory
+    return _fit(tuple(config), torch.empty((), dtype=dtype).element_size(), _smem_limit(device))
 
 # %% ../nbs/13_int8.ipynb #c0dbfd50
 def _check(x, weight, scale, bias):

@@ -36,8 +36,9 @@ import triton.language as tl
 from ..engine import PLUGINS
 
 # %% auto #0
-__all__ = ['USE_PDL', 'LONG_CONTEXT', 'use_interpreter', 'pdl_options', 'pdl', 'store_kv', 'decode_splits', 'paged_decode',
-           'paged_prefill', 'paged_attention', 'unsupported', 'triton_plugin']
+__all__ = ['USE_PDL', 'LONG_CONTEXT', 'use_interpreter', 'pdl_options', 'pdl', 'store_kv', 'num_sms', 'decode_config',
+           'check_config', 'decode_splits', 'paged_decode', 'prefill_config', 'paged_prefill', 'paged_attention',
+           'unsupported', 'triton_plugin']
 
 # %% ../../nbs/10_triton_attention.ipynb #11401de6
 _FLOATS = (torch.float16, torch.bfloat16, torch.float32)
@@ -316,16 +317,29 @@ def _combine_kernel(po_ptr, plse_ptr, out_ptr, s_os, s_oh,
 
 # %% ../../nbs/10_triton_attention.ipynb #42790899
 @functools.lru_cache(None)
-def _num_sms(device):
+def num_sms(device):
     return torch.cuda.get_device_properties(device).multi_processor_count if device.type == 'cuda' else 4
 
-def _decode_config(q):
+def decode_config(q):
     "Tile size, warps and pipeline depth of the decode kernel for `q`'s device, dtype and head_dim."
     if q.device.type != 'cuda': return dict(block_n=32, num_warps=4, num_stages=1)
     if q.dtype == torch.float32 or _capability(q.device) < (8, 0):
         return dict(block_n=16, num_warps=4, num_stages=2)
     # 16 KB K tiles
     return dict(block_n=max(16, min(128, 8192 // q.shape[-1])), num_warps=4, num_stages=2)
+
+def check_config(config, default: dict) -> dict:
+    "A kernel's tiles `config` (None: `default`), checked: `default`'s keys, tiles of 16 or more and warps powers of two."
+    if config is None: return default
+    if not isinstance(config, dict) or set(config) != set(default):
+        raise ValueError(f"config must be a dict of {sorted(default)}, got {config!r}")
+    def ok(k, v):
+        if type(v) is not int or v < 1: return False
+        return k == 'num_stages' or v & (v - 1) == 0 and (k == 'num_warps' or v >= 16)
+    bad = [k for k, v in config.items() if not ok(k, v)]
+    if bad: raise ValueError(f"config {bad}: tiles must be powers of two >= 16, num_warps a power of "
+                             f"two, num_stages >= 1; got {config!r}")
+    return config
 
 # %% ../../nbs/10_triton_attention.ipynb #700a3e92
 def _check_new(k, v, slot_mapping, s, hkv, d, dtype, device):
@@ -348,7 +362,7 @@ LONG_CONTEXT = 1024   # mean keys a sequence from which a decode step splits for
 def decode_splits(num_seqs: int, num_kv_heads: int, device, context: int = 0) -> int:
     """Splits per KV head of a decode step: two programs a multiprocessor, at most 16; at least two splits under
     ten programs a multiprocessor when the mean `context` is `LONG_CONTEXT` keys or more."""
-    sms, programs = _num_sms(torch.device(device)), max(1, num_seqs * num_kv_heads)
+    sms, programs = num_sms(torch.device(device)), max(1, num_seqs * num_kv_heads)
     n = max(1, min(16, triton.cdiv(2 * sms, programs)))
     return max(n, 2) if context >= LONG_CONTEXT and programs < 10 * sms else n
 
@@ -392,10 +406,11 @@ def _launch_decode(q, k_cache, v_cache, block_tables, context_lens, scale, out, 
 
 # %% ../../nbs/10_triton_attention.ipynb #2177e037
 def paged_decode(q, k_cache, v_cache, block_tables, context_lens, scale=None, out=None,
-                 num_splits=None, k=None, v=None, slot_mapping=None):
-    "Attention of one new token per sequence (q `[S, Hq, D]`) over its paged K/V; returns `[S, Hq, D]`. With `k`, `v` `[S, Hkv, D]` and `slot_mapping` `[S]`: the new token's key and value, stored in the cache by the same launch."
+                 num_splits=None, k=None, v=None, slot_mapping=None, config=None):
+    "Attention of one new token per sequence (q `[S, Hq, D]`) over its paged K/V; returns `[S, Hq, D]`. With `k`, `v` `[S, Hkv, D]` and `slot_mapping` `[S]`: the new token's key and value, stored in the cache by the same launch. `config`: tiles as `decode_config` gives them (None: its)."
     return _launch_decode(q, k_cache, v_cache, block_tables, context_lens, scale, out, num_splits,
-                          **_decode_config(q), k=k, v=v, slot_mapping=slot_mapping)
+                          **check_config(config, decode_config(q)), k=k, v=v,
+                          slot_mapping=slot_mapping)
 
 # %% ../../nbs/10_triton_attention.ipynb #3b7db291
 # relative error bounds used in the tests
@@ -479,7 +494,7 @@ def _launch_prefill(q, k_cache, v_cache, block_tables, context_lens, query_start
     return out
 
 # %% ../../nbs/10_triton_attention.ipynb #52703b49
-def _prefill_config(q):
+def prefill_config(q):
     "Rows per tile (tokens x heads), key tile, warps and pipeline depth of the prefill kernel."
     if q.device.type != 'cuda': return dict(block_m=32, block_n=32, num_warps=4, num_stages=1)
     if q.dtype == torch.float32: return dict(block_m=16, block_n=16, num_warps=4, num_stages=2)
@@ -489,10 +504,10 @@ def _prefill_config(q):
 
 # %% ../../nbs/10_triton_attention.ipynb #f3be08b3
 def paged_prefill(q, k_cache, v_cache, block_tables, context_lens, query_start_loc, max_q_len,
-                  scale=None, out=None):
-    "Causal attention of packed variable-length new tokens (q `[N, Hq, D]`) over their paged K/V, in one launch."
+                  scale=None, out=None, config=None):
+    "Causal attention of packed variable-length new tokens (q `[N, Hq, D]`) over their paged K/V, in one launch. `config`: tiles as `prefill_config` gives them (None: its)."
     return _launch_prefill(q, k_cache, v_cache, block_tables, context_lens, query_start_loc,
-                           max_q_len, scale, out, **_prefill_config(q))
+                           max_q_len, scale, out, **check_config(config, prefill_config(q)))
 
 # %% ../../nbs/10_triton_attention.ipynb #190fd559
 def paged_attention(q, k_cache, v_cache, block_tables, context_lens, query_start_loc, max_q_len,

@@ -7,7 +7,7 @@ from __future__ import annotations
 import torch
 from fastcore.basics import patch
 from .attention import (   # (chooses the interpreter)
-    pdl_options, gdc_launch_dependents, gdc_wait, _tile, _online, _attend, _new_key, _prec, _decode_config,
+    pdl_options, gdc_launch_dependents, gdc_wait, _tile, _online, _attend, _new_key, _prec, decode_config,
     _split_partials, _check_attn, _check_int)
 import triton
 import triton.language as tl
@@ -205,7 +205,7 @@ def rope_decode(qkv, q_weight, k_weight, cos, sin, eps, k_cache, v_cache, block_
     nb, bs, hkv, d = k_cache.shape
     S, hq = qkv.shape[0], num_heads
     if S == 0: return out
-    cfg = _decode_config(q_view)
+    cfg = decode_config(q_view)
     num_splits, po, plse = _split_partials(num_splits, out, hkv)
     norm = q_weight is not None
     scale = d ** -0.5 if scale is None else scale

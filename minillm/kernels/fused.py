@@ -6,7 +6,7 @@
 from __future__ import annotations
 import torch
 # (chooses the interpreter without CUDA)
-from .attention import _pdl_start, pdl_options, _num_sms
+from .attention import _pdl_start, pdl_options, num_sms
 from ..engine import PLUGINS
 from ..sampling import needs_sort, sample_simple, sampling_rows, upload
 import triton
@@ -283,7 +283,7 @@ SAMPLE_CHUNK = 8192   # most logits per program, a multiple of 1024: 19 programs
 def _sample_chunk(B: int, V: int, device) -> int:
     "Logits per program: `SAMPLE_CHUNK`, halved (down to 1,024) while `B` rows would make fewer than two programs a multiprocessor."
     chunk = SAMPLE_CHUNK
-    while chunk % 2048 == 0 and B * triton.cdiv(V, chunk) < 2 * _num_sms(device): chunk //= 2
+    while chunk % 2048 == 0 and B * triton.cdiv(V, chunk) < 2 * num_sms(device): chunk //= 2
     return chunk
 
 def sample_packed(logits, rows, base, out):

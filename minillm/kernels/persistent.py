@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import torch
 from .attention import (   # (chooses the interpreter)
-    gdc_launch_dependents, gdc_wait, pdl_options, _num_sms, _decode_config, _prec)
+    gdc_launch_dependents, gdc_wait, pdl_options, num_sms, decode_config, _prec)
 import triton
 import triton.language as tl
 from .gemv import _act, _weights, decode_layer
@@ -159,7 +159,7 @@ def layer_step(layer, x, residual, cos, sin, k_cache, v_cache, block_table, cont
                          f"{tuple(x.shape)} and {None if residual is None else tuple(residual.shape)}")
     dev, dt, bs = x.device, x.dtype, k_cache.shape[1]
     nw, per_sm = config or LAYER_CONFIG
-    np_ = per_sm * _num_sms(dev)
+    np_ = per_sm * num_sms(dev)
     splits = max(1, min(16, np_ // hkv))
     w = _workspace(dev, dt, h, i, hq, hkv, d, splits)
     out, ro = torch.empty(h, dtype=dt, device=dev), torch.empty(h, dtype=dt, device=dev)
@@ -174,7 +174,7 @@ def layer_step(layer, x, residual, cos, sin, k_cache, v_cache, block_table, cont
             *v_cache.stride()[:3])
     kw = dict(H=h, I=i, HQ=hq, HKV=hkv, D=d, BS=bs, HAS_RES=residual is not None,
               HAS_BIAS=bqkv is not None, NORM=c.qk_norm, SPLITS=splits,
-              ATT_N=_decode_config(w['att'].view(hq, d))['block_n'],
+              ATT_N=decode_config(w['att'].view(hq, d))['block_n'],
               BLOCK_H=max(16, triton.next_power_of_2(hq // hkv)), PREC=_prec(dt), NP=np_,
               num_warps=nw)
     p2 = triton.next_power_of_2
