@@ -3,7 +3,7 @@
 (bf16, engine defaults, prefix caching off), one `LLM.generate` under the PyTorch profiler after a warm-up run of
 the same shapes. The kernels' intervals (those replayed from CUDA graphs included) are merged into busy time; the
 gaps between them are summed by size and by the phase of the run they fall in (among the prompt steps, among the
-decode steps), and the longest are listed with their neighbours.
+decode steps), and the longest are listed with their neighbours; the kernels' own time is summed by name.
 
 With `--max-batched=8192,16384`: one engine per value of `max_num_batched_tokens` (the most tokens a step), each timed
 without the profiler (the median of three runs, the engines taking turns twice) on this workload and on nano-vllm's
@@ -58,6 +58,9 @@ def gaps(llm, ps, sps, key):
     sizes = {f'< {b} µs': sum(d for _, d, _ in gap_list if lo <= d < b)
              for lo, b in ((0, 10), (10, 50), (50, 200), (200, 1000), (1000, 10**9))}
     top = sorted(gap_list, key=lambda g: -g[1])[:15]
+    by_kernel = {}                                    # µs of each kernel name, summed over the run
+    for s_, e, name in ks: by_kernel[name[:70]] = by_kernel.get(name[:70], 0.0) + e - s_
+    r['kernel_us'] = dict(sorted(by_kernel.items(), key=lambda kv: -kv[1])[:20])
     r.update(span_us=span, busy_us=busy, gaps_us=span - busy, gaps_by_phase_us=by_phase, gaps_by_size_us=sizes,
              first_decode_us=ks[first_decode][0] - ks[0][0] if first_decode < len(ks) else None,
              longest=[dict(at_us=at - ks[0][0], us=d, before=ks[i - 1][2][:60], after=ks[i][2][:60],
@@ -66,6 +69,7 @@ def gaps(llm, ps, sps, key):
         f"busy {busy / 1e3:.1f} ms ({busy / span:.0%}), {len(ks)} kernels")
     log('gaps by phase (ms): ' + ', '.join(f'{k} {v / 1e3:.1f}' for k, v in by_phase.items()))
     log('gaps by size (ms): ' + ', '.join(f'{k} {v / 1e3:.1f}' for k, v in sizes.items()))
+    for name, us in list(r['kernel_us'].items())[:12]: log(f"  {us / 1e3:8.1f} ms  {name}")
     for g in r['longest']:
         log(f"  {g['us']:8.0f} µs at {g['at_us'] / 1e3:7.1f} ms ({'decode' if g['decode'] else 'prompts'}): "
             f"{g['before']} -> {g['after']}")
