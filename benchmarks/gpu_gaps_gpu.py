@@ -3,7 +3,8 @@
 (bf16, engine defaults, prefix caching off), one `LLM.generate` under the PyTorch profiler after a warm-up run of
 the same shapes. The kernels' intervals (those replayed from CUDA graphs included) are merged into busy time; the
 gaps between them are summed by size and by the phase of the run they fall in (among the prompt steps, among the
-decode steps), and the longest are listed with their neighbours; the kernels' own time is summed by name.
+decode steps), and the longest are listed with their neighbours; the kernels' own time is summed by name. One more
+run under `torch.cuda.set_sync_debug_mode('warn')` counts, by line, the calls at which the host waited for the GPU.
 
 With `--max-batched=8192,16384`: one engine per value of `max_num_batched_tokens` (the most tokens a step), each timed
 without the profiler (the median of three runs, the engines taking turns twice) on this workload and on nano-vllm's
@@ -14,7 +15,9 @@ Run from the repository root:  PYTHONPATH=.:benchmarks python3 benchmarks/gpu_ga
 --smoke runs the tiny model on the CPU (no GPU kernels: the gaps are empty), to check the script. Writes
 gpu_gaps_gpu.json to $OUT if set, else to benchmarks/results/.
 """
-import sys, time, statistics, gc
+import sys, time, statistics, gc, warnings
+from collections import Counter
+from pathlib import Path
 import torch
 from torch.profiler import profile, ProfilerActivity
 from minillm import LLM, SamplingParams
@@ -74,6 +77,19 @@ def gaps(llm, ps, sps, key):
         log(f"  {g['us']:8.0f} µs at {g['at_us'] / 1e3:7.1f} ms ({'decode' if g['decode'] else 'prompts'}): "
             f"{g['before']} -> {g['after']}")
 
+def syncs(llm, ps, sps, key):
+    "One more run with `torch.cuda.set_sync_debug_mode('warn')`: where the host waited for the GPU, counted by line."
+    if not torch.cuda.is_available(): return
+    with warnings.catch_warnings(record=True) as ws:
+        warnings.simplefilter('always')
+        torch.cuda.set_sync_debug_mode('warn')
+        try: llm.generate(ps, sps, use_tqdm=False)
+        finally: torch.cuda.set_sync_debug_mode(0)
+    where = Counter(f"{Path(w.filename).name}:{w.lineno}" for w in ws if 'synchroniz' in str(w.message))
+    R[key]['syncs'] = dict(where.most_common(20))
+    log(f"{key}: {sum(where.values())} synchronizing calls: "
+        + ', '.join(f'{k} x{v}' for k, v in where.most_common(8)))
+
 def workloads():
     "(name, prompts, sampling params): 256 x 256 -> 128 greedy, and nano-vllm's workload greedy."
     ps = torch.randint(0, 151643, (B, P), generator=torch.Generator().manual_seed(0)).tolist()
@@ -95,7 +111,7 @@ def run():
         llm = engine(ck)
         name, ps, sps = runs[0]
         llm.generate(ps, sps, use_tqdm=False)                                # warm-up at the timed shapes
-        gaps(llm, ps, sps, 'profile'); return
+        gaps(llm, ps, sps, 'profile'); syncs(llm, ps, sps, 'profile'); return
     for turn in range(2):                                     # the engines taking turns, each built afresh
         for size in SIZES:
             llm = engine(ck, size)
@@ -109,7 +125,8 @@ def run():
                 R['timed'].setdefault(f'{name}, max_num_batched_tokens {size}', []).append(tok_s)
                 log(f"turn {turn}: {name:22} max_num_batched_tokens {size:6}: {tok_s:9,.0f} tokens/s")
                 if turn == 1 and name == runs[0][0]:          # the profile of the first workload
-                    gaps(llm, ps, sps, f'profile {name}, max_num_batched_tokens {size}')
+                    key = f'profile {name}, max_num_batched_tokens {size}'
+                    gaps(llm, ps, sps, key); syncs(llm, ps, sps, key)
                 save()
             del llm; gc.collect()
             if torch.cuda.is_available(): torch.cuda.empty_cache()
