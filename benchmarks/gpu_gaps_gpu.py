@@ -4,7 +4,9 @@
 the same shapes. The kernels' intervals (those replayed from CUDA graphs included) are merged into busy time; the
 gaps between them are summed by size and by the phase of the run they fall in (among the prompt steps, among the
 decode steps), and the longest are listed with their neighbours; the kernels' own time is summed by name. One more
-run under `torch.cuda.set_sync_debug_mode('warn')` counts, by line, the calls at which the host waited for the GPU.
+run under `torch.cuda.set_sync_debug_mode('warn')` counts, by line, the calls at which the host waited for the GPU,
+and one more, unprofiled, times the host in each engine step (prompt steps and decode steps apart) and, of that, the
+wait for a step's tokens: a host that is busy the whole step long is what the GPU waits for.
 
 With `--max-batched=8192,16384`: one engine per value of `max_num_batched_tokens` (the most tokens a step), each timed
 without the profiler (the median of three runs, the engines taking turns twice) on this workload and on nano-vllm's
@@ -90,6 +92,35 @@ def syncs(llm, ps, sps, key):
     log(f"{key}: {sum(where.values())} synchronizing calls: "
         + ', '.join(f'{k} x{v}' for k, v in where.most_common(8)))
 
+def host(llm, ps, sps, key):
+    "One more run, unprofiled: the host's time in each engine step and, of it, the time spent waiting for a step's tokens, summed over the prompt steps (any sequence with more than one new token) and the decode steps."
+    st, acc = llm.engine.stepper, {}
+    step, tokens, kind = st.step, getattr(st, 'tokens', None), ['']
+    def timed_step(engine, scheduled):
+        kind[0] = 'prompt steps' if any(n > 1 for _, n in scheduled) else 'decode steps'
+        t0 = time.perf_counter()
+        try: return step(engine, scheduled)
+        finally:
+            a = acc.setdefault(kind[0], dict(steps=0, host_ms=0.0, waiting_ms=0.0))
+            a['steps'] += 1; a['host_ms'] += (time.perf_counter() - t0) * 1e3
+    def timed_tokens(*a, **k):
+        t0 = time.perf_counter()
+        try: return tokens(*a, **k)
+        finally: acc.setdefault(kind[0], dict(steps=0, host_ms=0.0, waiting_ms=0.0))['waiting_ms'] += (
+            time.perf_counter() - t0) * 1e3
+    st.step = timed_step
+    if tokens is not None: st.tokens = timed_tokens
+    try:
+        sync(); t0 = time.perf_counter(); llm.generate(ps, sps, use_tqdm=False); sync()
+        wall = time.perf_counter() - t0
+    finally:
+        del st.step
+        if tokens is not None: del st.tokens
+    R[key]['host'] = dict(wall_ms=wall * 1e3, **acc)
+    log(f"{key}, unprofiled: wall {wall * 1e3:.1f} ms; " + '; '.join(
+        f"{k}: {a['steps']} steps, host {a['host_ms']:.1f} ms of which waiting for tokens {a['waiting_ms']:.1f}"
+        for k, a in acc.items()))
+
 def workloads():
     "(name, prompts, sampling params): 256 x 256 -> 128 greedy, and nano-vllm's workload greedy."
     ps = torch.randint(0, 151643, (B, P), generator=torch.Generator().manual_seed(0)).tolist()
@@ -111,7 +142,7 @@ def run():
         llm = engine(ck)
         name, ps, sps = runs[0]
         llm.generate(ps, sps, use_tqdm=False)                                # warm-up at the timed shapes
-        gaps(llm, ps, sps, 'profile'); syncs(llm, ps, sps, 'profile'); return
+        gaps(llm, ps, sps, 'profile'); syncs(llm, ps, sps, 'profile'); host(llm, ps, sps, 'profile'); return
     for turn in range(2):                                     # the engines taking turns, each built afresh
         for size in SIZES:
             llm = engine(ck, size)
@@ -126,7 +157,7 @@ def run():
                 log(f"turn {turn}: {name:22} max_num_batched_tokens {size:6}: {tok_s:9,.0f} tokens/s")
                 if turn == 1 and name == runs[0][0]:          # the profile of the first workload
                     key = f'profile {name}, max_num_batched_tokens {size}'
-                    gaps(llm, ps, sps, key); syncs(llm, ps, sps, key)
+                    gaps(llm, ps, sps, key); syncs(llm, ps, sps, key); host(llm, ps, sps, key)
                 save()
             del llm; gc.collect()
             if torch.cuda.is_available(): torch.cuda.empty_cache()
