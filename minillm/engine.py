@@ -18,7 +18,8 @@ from .runner import ModelRunner, kv_bytes_per_block
 from .outputs import CompletionOutput, RequestMetrics, RequestOutput, detokenize_step
 
 # %% auto #0
-__all__ = ['PLUGINS', 'EngineConfig', 'resolve_features', 'Choice', 'Request', 'PlainStep', 'LLMEngine', 'is_token_ids']
+__all__ = ['PLUGINS', 'EngineConfig', 'resolve_features', 'Choice', 'Request', 'PlainStep', 'LLMEngine', 'activation_bytes',
+           'is_token_ids']
 
 # %% ../nbs/09_engine.ipynb #43222316
 def _is_int(v) -> bool: return isinstance(v, int) and not isinstance(v, bool)
@@ -32,7 +33,7 @@ class EngineConfig:
     device: str | None = None           # None: cuda if available
     block_size: int = 16                # tokens per KV block
     max_num_seqs: int = 256             # most sequences in one step
-    max_num_batched_tokens: int = 8192  # most tokens in one step (prefill chunks + decodes)
+    max_num_batched_tokens: int = 16384 # most tokens in one step (prefill chunks + decodes)
     max_model_len: int | None = None    # longest prompt + output; None: the model's maximum
     enable_prefix_caching: bool = True
     num_kv_blocks: int | None = None    # KV pool size; None: sized from memory
@@ -226,6 +227,11 @@ def _eos_ids(self: LLMEngine):
     return tuple(dict.fromkeys(ids or self.tokenizer.eos_token_ids))
 
 # %% ../nbs/09_engine.ipynb #16f6e737
+def activation_bytes(cfg, tokens: int, dtype) -> int:
+    "A bound on one step's activations: `tokens` rows of the MLP's gate/up and SwiGLU outputs and of four hidden-size tensors."
+    esize = torch.empty((), dtype=dtype).element_size()
+    return tokens * (3 * cfg.intermediate_size + 4 * cfg.hidden_size) * esize
+
 @patch
 def _auto_blocks(self: LLMEngine):
     c, dev, dt = self.config, self.device, next(self.model.parameters()).dtype
@@ -234,8 +240,9 @@ def _auto_blocks(self: LLMEngine):
         free, total = torch.cuda.mem_get_info(dev)
         # cached by torch
         free += torch.cuda.memory_reserved(dev) - torch.cuda.memory_allocated(dev)
-        # 2 GiB of activations
-        budget = total * c.gpu_memory_utilization - (total - free) - 2 * 2**30
+        act = activation_bytes(self.model.config, c.max_num_batched_tokens, dt)
+        # for activations: 2 GiB, or 1.5 times their bound where that is more
+        budget = total * c.gpu_memory_utilization - (total - free) - max(2 * 2**30, act * 3 // 2)
     else: budget = min(256 * 2**20, c.max_num_seqs * self.max_model_len / c.block_size * per)
     if budget < per:
         raise ValueError(f"no memory left for the KV cache (need {per} bytes per block); "
