@@ -256,10 +256,13 @@ def _chunk_race_kernel(x_ptr, s_x, p_ptr, s_p, base_ptr, part_ptr, best_ptr, idx
     for start in range(c * CHUNK, tl.minimum(c * CHUNK + CHUNK, V), BLOCK):
         offs = start + tl.arange(0, BLOCK)
         raw = tl.load(row + offs, mask=offs < V, other=float('-inf')).to(tl.float32)
-        e = tl.exp(raw / tt - m)                                     # probability / the largest one
-        u = (((_mix32(key ^ _mix32(offs.to(tl.uint32))) >> 8).to(tl.float32) + 0.5)
-             * 5.9604644775390625e-08)
-        s = tl.where(greedy, raw, tl.where(e >= mp, e / -tl.log(u), float('-inf')))
+        if greedy:                                   # the whole program takes one branch
+            s = raw
+        else:
+            e = tl.exp(raw / tt - m)                                 # probability / the largest one
+            u = (((_mix32(key ^ _mix32(offs.to(tl.uint32))) >> 8).to(tl.float32) + 0.5)
+                 * 5.9604644775390625e-08)
+            s = tl.where(e >= mp, e / -tl.log(u), float('-inf'))
         s = tl.where(offs < V, s, float('-inf'))
         bv, bi = tl.max(s, 0), tl.argmax(s, 0)
         best_i = tl.where(bv > best, start + bi, best_i)       # strictly greater: the first maximum
