@@ -33,7 +33,8 @@ class EngineConfig:
     device: str | None = None           # None: cuda if available
     block_size: int = 16                # tokens per KV block
     max_num_seqs: int = 256             # most sequences in one step
-    max_num_batched_tokens: int = 16384 # most tokens in one step (prefill chunks + decodes)
+    # most tokens in one step (prefill chunks + decodes); None: 16384 on the Triton kernels, else 8192
+    max_num_batched_tokens: int | None = None
     max_model_len: int | None = None    # longest prompt + output; None: the model's maximum
     enable_prefix_caching: bool = True
     num_kv_blocks: int | None = None    # KV pool size; None: sized from memory
@@ -58,7 +59,7 @@ class EngineConfig:
             v = getattr(self, k)
             if v not in ok:
                 raise ValueError(f"{k} must be one of {', '.join(map(repr, ok))}, got {v!r}")
-        lows = dict(block_size=1, max_num_seqs=1, max_num_batched_tokens=1, speculative_tokens=0,
+        lows = dict(block_size=1, max_num_seqs=1, speculative_tokens=0,
                     prompt_lookup_max=1, prompt_lookup_min=1, speculative_max_batch=1)
         for k, lo in lows.items():
             v = getattr(self, k)
@@ -66,7 +67,7 @@ class EngineConfig:
         lo, hi = self.prompt_lookup_min, self.prompt_lookup_max
         if lo > hi:
             raise ValueError(f"prompt_lookup_min ({lo}) must be <= prompt_lookup_max ({hi})")
-        for k in ('max_model_len', 'num_kv_blocks'):
+        for k in ('max_model_len', 'num_kv_blocks', 'max_num_batched_tokens'):
             v = getattr(self, k)
             if v is not None and (not _is_int(v) or v < 1):
                 raise ValueError(f"{k} must be None or an int >= 1, got {v!r}")
@@ -190,6 +191,9 @@ class LLMEngine:
         self.config = c = config
         self.device = resolve_device(c.device)
         self.attention_backend, self.cuda_graphs = resolve_features(c, self.device)
+        if c.max_num_batched_tokens is None:      # the reference attention's scores grow with its square
+            big = self.attention_backend == 'triton'
+            self.config = c = replace(c, max_num_batched_tokens=16384 if big else 8192)
         self.model = load_model(c.model, c.dtype, self.device, c.quantization)
         self.tokenizer = load_tokenizer(self.model.path)
         self.eos_token_ids = self._eos_ids()
