@@ -67,6 +67,9 @@ def _serve_args(p):
                    help="longest prompt + output (default: the model's)")
     p.add_argument('--max-num-seqs', type=_positive_int, default=256,
                    help='most sequences in a step (default: 256)')
+    p.add_argument('--max-num-batched-tokens', type=_positive_int, default=None,
+                   help='most tokens in a step; fewer keep streams steadier while prompts are admitted '
+                        '(default: 16384 on the Triton kernels, else 8192)')
     p.add_argument('--gpu-memory-utilization', type=float, default=0.9,
                    help='share of the GPU to use (default: 0.9)')
     p.add_argument('--quantization', choices=('int8',), default=None, help='int8 weights (default: none)')
@@ -115,8 +118,8 @@ def generate_cmd(args):
 def serve_cmd(args):
     from minillm.engine import EngineConfig
     from minillm.server import serve
-    keys = ('model', 'dtype', 'device', 'max_model_len', 'max_num_seqs', 'gpu_memory_utilization',
-            'speculative_tokens', 'quantization')
+    keys = ('model', 'dtype', 'device', 'max_model_len', 'max_num_seqs', 'max_num_batched_tokens',
+            'gpu_memory_utilization', 'speculative_tokens', 'quantization')
     serve(EngineConfig(**{k: getattr(args, k) for k in keys}),
           args.host, args.port, args.served_model_name)
 
