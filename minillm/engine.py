@@ -18,7 +18,7 @@ from .runner import ModelRunner, kv_bytes_per_block
 from .outputs import CompletionOutput, RequestMetrics, RequestOutput, detokenize_step
 
 # %% auto #0
-__all__ = ['PLUGINS', 'EngineConfig', 'resolve_features', 'Choice', 'Request', 'PlainStep', 'LLMEngine', 'activation_bytes',
+__all__ = ['PLUGINS', 'EngineConfig', 'resolve_features', 'Choice', 'Request', 'PlainStep', 'LLMEngine', 'activation_reserve',
            'is_token_ids']
 
 # %% ../nbs/09_engine.ipynb #43222316
@@ -191,7 +191,8 @@ class LLMEngine:
         self.config = c = config
         self.device = resolve_device(c.device)
         self.attention_backend, self.cuda_graphs = resolve_features(c, self.device)
-        if c.max_num_batched_tokens is None:      # the reference attention's scores grow with its square
+        if c.max_num_batched_tokens is None:
+            # smaller steps for the reference attention, whose scores grow with a prompt chunk's square
             big = self.attention_backend == 'triton'
             self.config = c = replace(c, max_num_batched_tokens=16384 if big else 8192)
         self.model = load_model(c.model, c.dtype, self.device, c.quantization)
@@ -231,10 +232,11 @@ def _eos_ids(self: LLMEngine):
     return tuple(dict.fromkeys(ids or self.tokenizer.eos_token_ids))
 
 # %% ../nbs/09_engine.ipynb #16f6e737
-def activation_bytes(cfg, tokens: int, dtype) -> int:
-    "A bound on one step's activations: `tokens` rows of the MLP's gate/up and SwiGLU outputs and of four hidden-size tensors."
+def activation_reserve(cfg, tokens: int, dtype) -> int:
+    "Bytes kept from the KV pool for a step of `tokens` tokens: 2 GiB, or 1.5 times a bound on its activations (the MLP's gate/up and SwiGLU outputs and four hidden-size tensors) where that is more."
     esize = torch.empty((), dtype=dtype).element_size()
-    return tokens * (3 * cfg.intermediate_size + 4 * cfg.hidden_size) * esize
+    bound = tokens * (3 * cfg.intermediate_size + 4 * cfg.hidden_size) * esize
+    return max(2 * 2**30, bound * 3 // 2)
 
 @patch
 def _auto_blocks(self: LLMEngine):
@@ -244,9 +246,8 @@ def _auto_blocks(self: LLMEngine):
         free, total = torch.cuda.mem_get_info(dev)
         # cached by torch
         free += torch.cuda.memory_reserved(dev) - torch.cuda.memory_allocated(dev)
-        act = activation_bytes(self.model.config, c.max_num_batched_tokens, dt)
-        # for activations: 2 GiB, or 1.5 times their bound where that is more
-        budget = total * c.gpu_memory_utilization - (total - free) - max(2 * 2**30, act * 3 // 2)
+        keep = activation_reserve(self.model.config, c.max_num_batched_tokens, dt)
+        budget = total * c.gpu_memory_utilization - (total - free) - keep
     else: budget = min(256 * 2**20, c.max_num_seqs * self.max_model_len / c.block_size * per)
     if budget < per:
         raise ValueError(f"no memory left for the KV cache (need {per} bytes per block); "
