@@ -94,20 +94,18 @@ def syncs(llm, ps, sps, key):
 
 def host(llm, ps, sps, key):
     "One more run, unprofiled: the host's time in each engine step and, of it, the time spent waiting for a step's tokens, summed over the prompt steps (any sequence with more than one new token) and the decode steps."
-    st, acc = llm.engine.stepper, {}
-    step, tokens, kind = st.step, getattr(st, 'tokens', None), ['']
+    st, acc, now = llm.engine.stepper, {}, [None]
+    step, tokens = st.step, getattr(st, 'tokens', None)
     def timed_step(engine, scheduled):
-        kind[0] = 'prompt steps' if any(n > 1 for _, n in scheduled) else 'decode steps'
+        kind = 'prompt steps' if any(n > 1 for _, n in scheduled) else 'decode steps'
+        now[0] = a = acc.setdefault(kind, dict(steps=0, host_ms=0.0, waiting_ms=0.0))
         t0 = time.perf_counter()
         try: return step(engine, scheduled)
-        finally:
-            a = acc.setdefault(kind[0], dict(steps=0, host_ms=0.0, waiting_ms=0.0))
-            a['steps'] += 1; a['host_ms'] += (time.perf_counter() - t0) * 1e3
-    def timed_tokens(*a, **k):
+        finally: a['steps'] += 1; a['host_ms'] += (time.perf_counter() - t0) * 1e3
+    def timed_tokens(*args, **kw):                            # within a step, or the drain after the last
         t0 = time.perf_counter()
-        try: return tokens(*a, **k)
-        finally: acc.setdefault(kind[0], dict(steps=0, host_ms=0.0, waiting_ms=0.0))['waiting_ms'] += (
-            time.perf_counter() - t0) * 1e3
+        try: return tokens(*args, **kw)
+        finally: now[0]['waiting_ms'] += (time.perf_counter() - t0) * 1e3
     st.step = timed_step
     if tokens is not None: st.tokens = timed_tokens
     try:
