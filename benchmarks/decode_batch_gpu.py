@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
-"""The decode attention kernel (`paged_decode`, chapter 10) at the shapes of the throughput workloads, where it takes
-most of the GPU's time: Qwen3-0.6B's heads (16 query and 8 KV heads of 128, bf16, blocks of 16 placed at random),
-many sequences of short or mixed contexts. Every tile configuration (keys a tile, warps, pipeline depth) and split
-count is first checked against the engine's default on the same caches, then timed as `LAYERS` launches over
-distinct caches replayed from one CUDA graph; the rate is the K/V bytes read over the time.
+"""The decode attention kernel (`paged_decode`, chapter 10) at the shapes of the throughput workloads, where it
+takes most of the GPU's time: Qwen3-0.6B's heads (16 query and 8 KV heads of 128, bf16, blocks of 16 placed at
+random), many sequences of short or mixed contexts. Every tile configuration (keys a tile, warps, pipeline depth)
+and split count is first checked against the PyTorch reference attention on the same caches, then timed as `LAYERS`
+launches over distinct caches replayed from one CUDA graph; the rate is the K/V bytes read over the time.
 
 Run from the repository root:  PYTHONPATH=.:benchmarks python3 benchmarks/decode_batch_gpu.py [--smoke]
 --smoke runs tiny shapes on the CPU (Triton's interpreter), to check the script. Writes decode_batch_gpu.json to
@@ -12,13 +12,14 @@ $OUT if set, else to benchmarks/results/.
 import sys, itertools
 import torch
 import minillm.kernels.attention as A
+from helpers.paged_steps import paged_step, reference                   # benchmarks/helpers/paged_steps.py
 from helpers.graph_timing import graph_us                       # benchmarks/helpers/graph_timing.py
 from helpers.bench_io import log, saver, run_section
 
 SMOKE = '--smoke' in sys.argv
 DEV, LAYERS = ('cpu', 1) if SMOKE else ('cuda', 8)
 HQ, HKV, D, BS, DT = (4, 2, 32, 16, torch.float16) if SMOKE else (16, 8, 128, 16, torch.bfloat16)
-g = torch.Generator().manual_seed(0)
+g, gd = torch.Generator().manual_seed(0), torch.Generator(DEV).manual_seed(0)    # lengths; caches
 U = lambda n, lo, hi: torch.randint(lo, hi + 1, (n,), generator=g).tolist()
 # the 256 x 256 -> 128 batch mid-decode; nano-vllm's workload full, at its tail, and at its last few
 SHAPES = ({'4 x 40': [40] * 4} if SMOKE else
@@ -30,23 +31,17 @@ R = dict(argv=sys.argv, errors={}, shapes={})
 save = saver(R, 'decode_batch_gpu')
 
 def caches(ctx):
-    "`LAYERS` (k cache, v cache) with the sequences' blocks at random places, the block table, the lengths."
-    w = -(-max(ctx) // BS)
-    nb = sum(-(-c // BS) for c in ctx)
-    perm = torch.randperm(nb, generator=g)
-    bt, i = torch.zeros(len(ctx), w, dtype=torch.int32), 0
-    for s, c in enumerate(ctx):
-        n = -(-c // BS); bt[s, :n] = perm[i:i + n]; i += n
-    kv = [tuple(torch.randn(nb, BS, HKV, D, dtype=DT, device=DEV) for _ in range(2)) for _ in range(LAYERS)]
-    return kv, bt.to(DEV), torch.tensor(ctx, dtype=torch.int32, device=DEV)
+    "A step over `ctx` (`paged_step`): the query, `LAYERS` (k, v) caches on one block table, the table, the lengths."
+    q, kc, vc, bt, lens = paged_step(ctx, HQ, HKV, D, BS, DT, DEV, gd)
+    rand = lambda: torch.randn(kc.shape, dtype=DT, device=DEV, generator=gd)
+    return q, [(kc, vc)] + [(rand(), rand()) for _ in range(LAYERS - 1)], bt, lens
 
 def shape(name, ctx):
-    kv, bt, lens = caches(ctx)
+    q, kv, bt, lens = caches(ctx)
     S = len(ctx)
-    q = torch.randn(S, HQ, D, dtype=DT, device=DEV)
     out = torch.empty_like(q)
     auto = A.decode_splits(S, HKV, DEV, sum(ctx) // S)
-    ref = A.paged_decode(q, *kv[0], bt, lens, num_splits=auto).float()
+    ref = reference(q, *kv[0], bt, lens).float()
     nbytes = 2 * sum(ctx) * HKV * D * DT.itemsize
     rows = R['shapes'][name] = dict(S=S, mean_ctx=sum(ctx) / S, auto_splits=auto, default=A.decode_config(q),
                                      MB=nbytes / 1e6, runs={})
