@@ -137,8 +137,15 @@ def pick_config(M: int, N: int, K: int, dtype=torch.bfloat16, device=torch.devic
     narrow, wide, deep = next(row[1:] for row in _CONFIGS if row[0] is None or M <= row[0])
     return fit_config(wide if N >= _WIDE_N else deep if K >= _DEEP_K else narrow, dtype, device)
 
+def _check_config(config):
+    if not (isinstance(config, (tuple, list)) and len(config) in (5, 6)
+            and all(type(v) is int and v > 0 for v in config)):
+        raise ValueError("config must be (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages"
+                         f"[, split_k]), positive ints, got {config!r}")
+
 def fit_config(config, dtype=torch.bfloat16, device=torch.device('cpu')):
     "`config` as it fits `device`'s shared memory with `dtype` activations (`_fit`); a GEMV's as it is."
+    _check_config(config)
     if config[0] == 1: return tuple(config)                                 # GEMV: no shared memory
     return _fit(tuple(config), torch.empty((), dtype=dtype).element_size(), _smem_limit(device))
 
@@ -175,11 +182,7 @@ def _check(x, weight, scale, bias):
 def int8_matmul(x, weight, scale, bias=None, config=None, out=None):
     "`x @ (weight * scale[:, None]).T + bias` in one pass over the int8 `weight` `[N, K]`; fp32 accumulation, result in `x`'s dtype."
     _check(x, weight, scale, bias)
-    ok = lambda c: (isinstance(c, (tuple, list)) and len(c) in (5, 6)
-                    and all(type(v) is int and v > 0 for v in c))
-    if config is not None and not ok(config):
-        raise ValueError("config must be (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages"
-                         f"[, split_k]), positive ints, got {config!r}")
+    if config is not None: _check_config(config)
     N, K = weight.shape
     x2 = x.reshape(-1, K)                                                          # [M, K]
     if x2.stride(-1) != 1: x2 = x2.contiguous()
