@@ -147,7 +147,7 @@ def fit_config(config, dtype=torch.bfloat16, device=torch.device('cpu')):
     "`config` as it fits `device`'s shared memory with `dtype` activations (`_fit`); a GEMV's as it is."
     _check_config(config)
     if config[0] == 1: return tuple(config)                                 # GEMV: no shared memory
-    return _fit(tuple(config), torch.empty((), dtype=dtype).element_size(), _smem_limit(device))
+    return _fit(tuple(config), dtype.itemsize, _smem_limit(device))
 
 # %% ../nbs/13_int8.ipynb #c0dbfd50
 def _check(x, weight, scale, bias):
