@@ -54,7 +54,10 @@ from triton.testing import do_bench as _do_bench
 
 def bench(fn):
     if args.smoke:
-        fn(); t = time.perf_counter(); fn(); return (time.perf_counter() - t) * 1e3
+        fn()
+        t = time.perf_counter()
+        fn()
+        return (time.perf_counter() - t) * 1e3
     return _do_bench(fn, warmup=25, rep=100, return_mode='median')
 
 LAYOUTS = {'qwen3-0.6b': (16, 8, 128), 'qwen2.5-0.5b': (14, 2, 64)}
@@ -65,22 +68,26 @@ def make_paged(ctx_lens, hkv, d, bs, dtype, width=BT_WIDTH):
     need = [triton.cdiv(c, bs) for c in ctx_lens]
     nb = sum(need) + 2
     perm = torch.randperm(nb, device=DEV)
-    kc = torch.full((nb, bs, hkv, d), float('nan'), dtype=dtype, device=DEV); vc = kc.clone()
+    kc = torch.full((nb, bs, hkv, d), float('nan'), dtype=dtype, device=DEV)
+    vc = kc.clone()
     bt = torch.full((len(ctx_lens), max(width, max(need) + 1)), int(perm[-1]), dtype=torch.int32, device=DEV)
     ks, vs, used = [], [], 0
     for s, c in enumerate(ctx_lens):
-        blocks = perm[used:used + need[s]]; used += need[s]
+        blocks = perm[used:used + need[s]]
+        used += need[s]
         bt[s, :need[s]] = blocks.int()
         slots = (blocks[:, None] * bs + torch.arange(bs, device=DEV)).flatten()[:c]
         k, v = torch.randn(c, hkv, d, device=DEV).to(dtype), torch.randn(c, hkv, d, device=DEV).to(dtype)
         kc.view(-1, hkv, d)[slots], vc.view(-1, hkv, d)[slots] = k, v
-        ks.append(k); vs.append(v)
+        ks.append(k)
+        vs.append(v)
     return kc, vc, bt, torch.tensor(ctx_lens, dtype=torch.int32, device=DEV), ks, vs
 
 def ref_attention(q, ks, vs, qsl, acc=torch.float64):
     out = torch.zeros(q.shape, dtype=acc, device=q.device)
     for s, (k, v) in enumerate(zip(ks, vs)):
-        a, b = int(qsl[s]), int(qsl[s + 1]); c, g = k.shape[0], q.shape[1] // k.shape[1]
+        a, b = int(qsl[s]), int(qsl[s + 1])
+        c, g = k.shape[0], q.shape[1] // k.shape[1]
         if a == b or c == 0: continue
         k, v = k.to(acc).repeat_interleave(g, 1), v.to(acc).repeat_interleave(g, 1)
         sc = torch.einsum('qhd,khd->hqk', q[a:b].to(acc), k) * q.shape[-1] ** -0.5
@@ -98,7 +105,8 @@ NAN = lambda q: torch.full_like(q, float('nan'))
 
 def check(name, err, dtype):
     ok = err < TOL[dtype]
-    RES['checks'].append(dict(name=name, dtype=str(dtype), rel_err=err, ok=ok)); save()
+    RES['checks'].append(dict(name=name, dtype=str(dtype), rel_err=err, ok=ok))
+    save()
     if not ok: log(f"!! FAIL {name} {dtype} rel err {err:.2e}")
     return ok
 
@@ -119,7 +127,8 @@ def warm(job):
     kind, (hq, hkv, d), bs, dt, cfg = job
     try:
         dtype = DTYPES[dt]
-        kc = torch.randn(8, bs, hkv, d, device='cuda').to(dtype); vc = torch.randn_like(kc)
+        kc = torch.randn(8, bs, hkv, d, device='cuda').to(dtype)
+        vc = torch.randn_like(kc)
         bt = torch.zeros(2, BT_WIDTH, dtype=torch.int32, device='cuda')
         cl = torch.tensor([2 * bs, 5], dtype=torch.int32, device='cuda')
         if kind == 'decode':
@@ -168,11 +177,13 @@ def info():
         pr = torch.cuda.get_device_properties(0)
         RES['info'].update(gpu=pr.name, sms=pr.multi_processor_count, cc=torch.cuda.get_device_capability())
         n = 1 << 30                                              # 1 GiB copy: bytes read + written
-        src = torch.randn(n // 2, device=DEV, dtype=torch.bfloat16); dst = torch.empty_like(src)
+        src = torch.randn(n // 2, device=DEV, dtype=torch.bfloat16)
+        dst = torch.empty_like(src)
         ms = bench(lambda: dst.copy_(src))
         RES['info']['copy_GBps'] = 2 * n / ms / 1e6
         del src, dst
-    log('info', RES['info']); save()
+    log('info', RES['info'])
+    save()
 
 # ------------------------------------------------------------------ correctness
 @guarded('correctness')
@@ -190,36 +201,46 @@ def correctness():
                 ref = ref_attention(q, ks, vs, torch.arange(len(ctx) + 1))
                 for splits in (None, 1, 5):
                     o = A.paged_decode(q, kc, vc, bt, cl, out=NAN(q), num_splits=splits)
-                    n += 1; n_ok += check(f'decode {lname} bs={bs} splits={splits}', rel_err(o, ref), dtype)
+                    n += 1
+                    n_ok += check(f'decode {lname} bs={bs} splits={splits}', rel_err(o, ref), dtype)
                 q_lens = [1, 17, 300, 500, 4, 2000] if big else [1, 17, 3]
                 qsl = torch.tensor([0] + q_lens, device=DEV).cumsum(0).int()
                 q = torch.randn(int(qsl[-1]), hq, d, device=DEV).to(dtype)
                 o = A.paged_prefill(q, kc, vc, bt, cl, qsl, max(q_lens), out=NAN(q))
-                n += 1; n_ok += check(f'prefill {lname} bs={bs}', rel_err(o, ref_attention(q, ks, vs, qsl)), dtype)
+                n += 1
+                n_ok += check(f'prefill {lname} bs={bs}', rel_err(o, ref_attention(q, ks, vs, qsl)), dtype)
                 qv = torch.randn(4 * len(ctx), hq, d, device=DEV).to(dtype)            # verify: 4 tokens each
                 qsl = torch.arange(0, 4 * len(ctx) + 1, 4, device=DEV, dtype=torch.int32)
                 ctxv = [c + 3 for c in ctx]
                 kc2, vc2, bt2, cl2, ks2, vs2 = make_paged(ctxv, hkv, d, bs, dtype)
                 o = A.paged_attention(qv, kc2, vc2, bt2, cl2, qsl, 4, out=NAN(qv))
-                n += 1; n_ok += check(f'verify4 {lname} bs={bs}', rel_err(o, ref_attention(qv, ks2, vs2, qsl)), dtype)
+                n += 1
+                n_ok += check(f'verify4 {lname} bs={bs}', rel_err(o, ref_attention(qv, ks2, vs2, qsl)), dtype)
             # store_kv through a strided view of a fused projection, then read back
             N = 37
-            kc = torch.full((8, 16, hkv, d), float('nan'), dtype=dtype, device=DEV); vc = kc.clone()
+            kc = torch.full((8, 16, hkv, d), float('nan'), dtype=dtype, device=DEV)
+            vc = kc.clone()
             qkv = torch.randn(N, (hq + 2 * hkv) * d, device=DEV).to(dtype)
             k, v = qkv[:, hq * d:(hq + hkv) * d].view(N, hkv, d), qkv[:, (hq + hkv) * d:].view(N, hkv, d)
-            slots = torch.randperm(8 * 16, device=DEV)[:N]; slots[::5] = -1
+            slots = torch.randperm(8 * 16, device=DEV)[:N]
+            slots[::5] = -1
             A.store_kv(k, v, kc, vc, slots)
             keep = slots >= 0
             same = torch.equal(kc.view(-1, hkv, d)[slots[keep]], k[keep]) and torch.equal(vc.view(-1, hkv, d)[slots[keep]], v[keep])
-            untouched = torch.ones(8 * 16, dtype=torch.bool, device=DEV); untouched[slots[keep]] = False
+            untouched = torch.ones(8 * 16, dtype=torch.bool, device=DEV)
+            untouched[slots[keep]] = False
             same = same and bool(kc.view(-1, hkv, d)[untouched].isnan().all())
-            n += 1; n_ok += check(f'store_kv {lname}', 0.0 if same else 1.0, dtype)
+            n += 1
+            n_ok += check(f'store_kv {lname}', 0.0 if same else 1.0, dtype)
     # fp32 (exact dots), small
     kc, vc, bt, cl, ks, vs = make_paged([5, 100, 33], 2, 64, 16, torch.float32)
     q = torch.randn(3, 14, 64, device=DEV)
-    n += 1; n_ok += check('decode fp32', rel_err(A.paged_decode(q, kc, vc, bt, cl, out=NAN(q)), ref_attention(q, ks, vs, torch.arange(4))), torch.float32)
-    qsl = torch.tensor([0, 5, 50, 51], device=DEV, dtype=torch.int32); q = torch.randn(51, 14, 64, device=DEV)
-    n += 1; n_ok += check('prefill fp32', rel_err(A.paged_prefill(q, kc, vc, bt, cl, qsl, 45, out=NAN(q)), ref_attention(q, ks, vs, qsl)), torch.float32)
+    n += 1
+    n_ok += check('decode fp32', rel_err(A.paged_decode(q, kc, vc, bt, cl, out=NAN(q)), ref_attention(q, ks, vs, torch.arange(4))), torch.float32)
+    qsl = torch.tensor([0, 5, 50, 51], device=DEV, dtype=torch.int32)
+    q = torch.randn(51, 14, 64, device=DEV)
+    n += 1
+    n_ok += check('prefill fp32', rel_err(A.paged_prefill(q, kc, vc, bt, cl, qsl, 45, out=NAN(q)), ref_attention(q, ks, vs, qsl)), torch.float32)
     log(f"correctness: {n_ok}/{n} checks pass")
     ROWS.append(('correctness', f'{n_ok}/{n} pass', ''))
     worst = {}
@@ -229,15 +250,20 @@ def correctness():
 # ------------------------------------------------------------------ decode timing
 def decode_problem(S, T, hq, hkv, d, dtype, bs=16):
     nb = S * T // bs
-    kc = torch.randn(nb, bs, hkv, d, device=DEV, dtype=dtype); vc = torch.randn_like(kc)
+    kc = torch.randn(nb, bs, hkv, d, device=DEV, dtype=dtype)
+    vc = torch.randn_like(kc)
     bt = torch.randperm(nb, device=DEV, dtype=torch.int32).view(S, T // bs)
     cl = torch.full((S,), T, device=DEV, dtype=torch.int32)
     q = torch.randn(S, hq, d, device=DEV, dtype=dtype)
     return q, kc, vc, bt, cl
 
 def decode_ref(q, kc, vc, bt, cl):
-    S, hq, d = q.shape; bs, hkv = kc.shape[1], kc.shape[2]; T = bt.shape[1] * bs
-    kd = kc[bt].view(S, T, hkv, d).float(); vd = vc[bt].view(S, T, hkv, d).float()      # [S, T, Hkv, D]
+    S, hq, d = q.shape
+    bs, hkv = kc.shape[1], kc.shape[2]
+    T = bt.shape[1] * bs
+    # [S, T, Hkv, D]
+    kd = kc[bt].view(S, T, hkv, d).float()
+    vd = vc[bt].view(S, T, hkv, d).float()
     qg = q.float().view(S, hkv, hq // hkv, d)
     sc = torch.einsum('sjgd,stjd->sjgt', qg, kd) * d ** -0.5
     return torch.einsum('sjgt,stjd->sjgd', sc.softmax(-1), vd).reshape(S, hq, d)
@@ -253,9 +279,11 @@ def decode_timing():
             ref = decode_ref(q, kc, vc, bt, cl)
             err = rel_err(A.paged_decode(q, kc, vc, bt, cl, out=NAN(q)), ref)
             check(f'decode-timing-problem {lname}', err, dtype)
-            ms = bench(lambda: A.paged_decode(q, kc, vc, bt, cl)); ms2 = bench(lambda: A.paged_decode(q, kc, vc, bt, cl))
+            ms = bench(lambda: A.paged_decode(q, kc, vc, bt, cl))
+            ms2 = bench(lambda: A.paged_decode(q, kc, vc, bt, cl))
             r = dict(layout=lname, dtype=str(dtype), S=S, T=T, impl='triton default', ms=ms, ms_repeat=ms2, GBps=kv_bytes / ms / 1e6, rel_err=err)
-            RES['decode'].append(r); log('decode', r)
+            RES['decode'].append(r)
+            log('decode', r)
             ROWS.append((f'decode {lname} {str(dtype)[6:]} {S}x{T}', f'{ms*1e3:.0f} us', f'{kv_bytes/ms/1e6:.0f} GB/s'))
             del ref
             qd = q[:, :, None]                                                          # [S, Hq, 1, D]
@@ -284,7 +312,8 @@ def decode_timing():
             ms = bench(lambda: A.paged_decode(q, kc, vc, bt, cl, num_splits=splits))
             RES['decode'].append(dict(layout=lname, dtype='bf16', S=S2, T=T2, impl=f'triton splits={splits or "auto"}', ms=ms, GBps=kv_bytes / ms / 1e6))
             ROWS.append((f'decode {lname} bf16 {S2}x{T2} splits={splits or "auto"}', f'{ms*1e3:.0f} us', f'{kv_bytes/ms/1e6:.0f} GB/s'))
-        log('long-context decode done'); save()
+        log('long-context decode done')
+        save()
 
 def decode_sweep(lname, q, kc, vc, bt, cl, kv_bytes):
     ref = A.paged_decode(q, kc, vc, bt, cl).float()
@@ -295,13 +324,16 @@ def decode_sweep(lname, q, kc, vc, bt, cl, kv_bytes):
     times = {}
     for rep in range(1 if '--wide' in sys.argv else 2):
         for bn, w, st, sp in grid:
-            if time.time() - T0 > args.budget: log('sweep: budget reached'); break
+            if time.time() - T0 > args.budget:
+                log('sweep: budget reached')
+                break
             try:
                 o = A.paged_decode(q, kc, vc, bt, cl, out=NAN(q), num_splits=sp, config=dict(block_n=bn, num_warps=w, num_stages=st))
                 err = rel_err(o.float(), ref)
                 ms = bench(lambda: A.paged_decode(q, kc, vc, bt, cl, num_splits=sp, config=dict(block_n=bn, num_warps=w, num_stages=st)))
             except Exception as e:
-                log(f'sweep decode bn={bn} w={w} st={st} sp={sp}: {type(e).__name__} {str(e)[:120]}'); continue
+                log(f'sweep decode bn={bn} w={w} st={st} sp={sp}: {type(e).__name__} {str(e)[:120]}')
+                continue
             times.setdefault((bn, w, st, sp), []).append(ms)
             r = dict(layout=lname, impl='triton sweep', block_n=bn, num_warps=w, num_stages=st, splits=sp, rep=rep, ms=ms, GBps=kv_bytes / ms / 1e6, diff_vs_default=err)
             RES['decode'].append(r)
@@ -319,7 +351,8 @@ def prefill_timing():
     for lname, (hq, hkv, d) in LAYOUTS.items():
         dtype = torch.bfloat16
         nb = S * T // 16
-        kc = torch.randn(nb, 16, hkv, d, device=DEV, dtype=dtype); vc = torch.randn_like(kc)
+        kc = torch.randn(nb, 16, hkv, d, device=DEV, dtype=dtype)
+        vc = torch.randn_like(kc)
         bt = torch.randperm(nb, device=DEV, dtype=torch.int32).view(S, T // 16)
         cl = torch.full((S,), T, device=DEV, dtype=torch.int32)
         qsl = torch.arange(0, S * T + 1, T, device=DEV, dtype=torch.int32)
@@ -344,13 +377,16 @@ def prefill_timing():
             times = {}
             for rep in range(1 if '--wide' in sys.argv else 2):
                 for bm, bn, w, st in grid:
-                    if time.time() - T0 > args.budget: log('sweep: budget reached'); break
+                    if time.time() - T0 > args.budget:
+                        log('sweep: budget reached')
+                        break
                     try:
                         o = A.paged_prefill(q, kc, vc, bt, cl, qsl, T, out=NAN(q), config=dict(block_m=bm, block_n=bn, num_warps=w, num_stages=st))
                         e = rel_err(o.float(), ref)
                         t = bench(lambda: A.paged_prefill(q, kc, vc, bt, cl, qsl, T, config=dict(block_m=bm, block_n=bn, num_warps=w, num_stages=st)))
                     except Exception as ex:
-                        log(f'sweep prefill bm={bm} bn={bn} w={w} st={st}: {type(ex).__name__} {str(ex)[:120]}'); continue
+                        log(f'sweep prefill bm={bm} bn={bn} w={w} st={st}: {type(ex).__name__} {str(ex)[:120]}')
+                        continue
                     if e < TOL[dtype]: times.setdefault((bm, bn, w, st), []).append(t)
                     RES['prefill'].append(dict(layout=lname, impl='triton sweep', block_m=bm, block_n=bn, num_warps=w, num_stages=st, rep=rep, ms=t, TFLOPs=flops / t / 1e9, rel_err=e))
                     log(f"sweep prefill {lname} bm={bm:3} bn={bn:3} w={w} st={st}: {t*1e3:6.0f} us {flops/t/1e9:5.0f} TFLOP/s err {e:.1e}")
@@ -369,7 +405,8 @@ def flex_timing():
     kv_bytes = 2 * S * T * hkv * d * 2
     flex = torch.compile(flex_attention)
     ms = bench(lambda: flex(q, kd, vd, enable_gqa=True))
-    RES['decode'].append(dict(layout='qwen3-0.6b', dtype='bf16', impl='flex dense', ms=ms, GBps=kv_bytes / ms / 1e6)); save()
+    RES['decode'].append(dict(layout='qwen3-0.6b', dtype='bf16', impl='flex dense', ms=ms, GBps=kv_bytes / ms / 1e6))
+    save()
     print(f"{'  FlexAttention dense decode qwen3-0.6b 64x4096':58} {ms*1e3:8.0f} us  {kv_bytes/ms/1e6:.0f} GB/s", flush=True)
 
 if __name__ == '__main__':
@@ -377,14 +414,17 @@ if __name__ == '__main__':
     if not args.smoke:
         pool, futs = precompile()
         log(f'precompiling {len(futs)} configurations in the background')
-    info(); correctness()
+    info()
+    correctness()
     if pool is not None:
         errs = [f.result() for f in futs]
         pool.shutdown()
         errs = [e for e in errs if e]
-        log(f'precompile done, {len(errs)} failed'); RES['precompile_failures'] = errs
+        log(f'precompile done, {len(errs)} failed')
+        RES['precompile_failures'] = errs
         for e in errs[:8]: log('  ', e)
-    decode_timing(); prefill_timing()
+    decode_timing()
+    prefill_timing()
     save()
     print('\n' + '=' * 100)
     print(f"{RES['info'].get('gpu', DEV)}  copy {RES['info'].get('copy_GBps', 0):.0f} GB/s (read+write)  torch {torch.__version__} triton {triton.__version__}")

@@ -38,7 +38,9 @@ for ctx in (320, 800):
         def two():
             qr, kr = qk_norm_rope(q, k, qw, kw, cos, sin, 1e-6)
             return paged_decode(qr, kc2, vc2, bt, lens, out=o2, k=kr, v=v, slot_mapping=slot)
-        one(); two(); torch.cuda.synchronize()
+        one()
+        two()
+        torch.cuda.synchronize()
         same = bool(torch.equal(kc, kc2) and torch.equal(vc, vc2))
         diff = (o1.float() - o2.float()).abs().max().item()
         t1, t2 = (do_bench_cudagraph(f, rep=30) * 1e3 for f in (one, two))

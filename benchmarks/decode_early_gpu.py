@@ -43,17 +43,21 @@ def same():
             r = dict(preset=preset, ctx=ctx, out_equal=all(torch.equal(a, b) for a, b in zip(out, ref)),
                      caches_equal=all(torch.equal(a, b)
                                       for a, b in zip([t for c in caches for t in c], ref_caches)))
-            R['same'].append(r); log(r)
+            R['same'].append(r)
+            log(r)
 
 def replay():
     "A step's 28 layers in one graph replayed 2,000 times: each replay gives the first one's output."
     m, cfg, caches, attn, cos, sin, x = setup('qwen3-0.6b')
     with torch.no_grad(): g, out = capture_graph(step(m, x, cos, sin, attn))
-    g.replay(); first = out[0].clone()
+    g.replay()
+    first = out[0].clone()
     equal = 0
     for _ in range(2000):
-        g.replay(); equal += int(torch.equal(out[0], first))
-    R['replay'] = dict(replays=2000, equal_to_first=equal); log(R['replay'])
+        g.replay()
+        equal += int(torch.equal(out[0], first))
+    R['replay'] = dict(replays=2000, equal_to_first=equal)
+    log(R['replay'])
 
 def timing():
     for preset, ctx in (('qwen3-0.6b', 320), ('qwen3-0.6b', 1024), ('qwen3-0.6b', 4096),
@@ -62,7 +66,9 @@ def timing():
         L, mb = cfg.num_hidden_layers, layer_mb(cfg)
         with torch.no_grad(): us = graph_us([step(m, x, cos, sin, attn)], rep=200) / L
         row = dict(preset=preset, ctx=ctx, layers=L, weight_mb=mb, us_per_layer=us, weight_tb_s=mb / us)
-        R['timing'].append(row); log(row); save()
+        R['timing'].append(row)
+        log(row)
+        save()
         del m, caches
 
 for fn in (same, replay, timing): run_section(fn, R, save)

@@ -26,13 +26,16 @@ def problem(ctx, hq, hkv, d, dtype, bs=16):
     "Caches holding each sequence's keys but its last (that slot NaN), the last key/value and its slot, q, dense K/V."
     need = [triton.cdiv(c, bs) for c in ctx]
     perm = torch.randperm(sum(need) + 1, device=DEV)
-    kc = torch.full((len(perm), bs, hkv, d), float('nan'), dtype=dtype, device=DEV); vc = kc.clone()
+    kc = torch.full((len(perm), bs, hkv, d), float('nan'), dtype=dtype, device=DEV)
+    vc = kc.clone()
     bt = torch.full((len(ctx), max(need) + 1), int(perm[-1]), dtype=torch.int32, device=DEV)
     ks, vs, slots, used = [], [], [], 0
     for s, c in enumerate(ctx):
-        bt[s, :need[s]] = perm[used:used + need[s]].int(); used += need[s]
+        bt[s, :need[s]] = perm[used:used + need[s]].int()
+        used += need[s]
         sl = (bt[s, :need[s], None].long() * bs + torch.arange(bs, device=DEV)).flatten()[:c]
-        ks.append(torch.randn(c, hkv, d, device=DEV).to(dtype)); vs.append(torch.randn(c, hkv, d, device=DEV).to(dtype))
+        ks.append(torch.randn(c, hkv, d, device=DEV).to(dtype))
+        vs.append(torch.randn(c, hkv, d, device=DEV).to(dtype))
         kc.view(-1, hkv, d)[sl[:-1]], vc.view(-1, hkv, d)[sl[:-1]] = ks[-1][:-1], vs[-1][:-1]
         slots.append(int(sl[-1]))
     kn, vn = torch.stack([k[-1] for k in ks]), torch.stack([v[-1] for v in vs])
@@ -78,7 +81,8 @@ def correctness():
                 r = dict(layout=lname, dtype=str(dtype), S=S, err=rel(new, ref), err_before=rel(old, ref),
                          vs_before=rel(new, old), stored=stored, finite=bool(new.isfinite().all()))
                 r['ok'] = r['finite'] and stored and r['err'] < TOL[dtype]
-                R['checks'].append(r); save()
+                R['checks'].append(r)
+                save()
                 log(f"{lname:13} {str(dtype):15} S={S:2}: err {r['err']:.1e} (before {r['err_before']:.1e}), "
                     f"vs before {r['vs_before']:.1e}, stored {stored} -> {'ok' if r['ok'] else 'FAIL'}")
 
@@ -94,16 +98,21 @@ def repeat():
         for o in outs: A.paged_decode(p[4], *p[:4], out=o, k=p[5], v=p[6], slot_mapping=p[7])
     bad = 0
     if SMOKE:
-        for _ in range(reps): step(); bad += sum(not torch.equal(o, ref) for o in outs)
+        for _ in range(reps):
+            step()
+            bad += sum(not torch.equal(o, ref) for o in outs)
     else:
-        step(); torch.cuda.synchronize()
+        step()
+        torch.cuda.synchronize()
         gr = torch.cuda.CUDAGraph()
         with torch.cuda.graph(gr): step()
         for _ in range(reps):
             for o in outs: o.fill_(float('nan'))
-            gr.replay(); torch.cuda.synchronize()
+            gr.replay()
+            torch.cuda.synchronize()
             bad += sum(not torch.equal(o, ref) for o in outs)
-    R['repeat'] = dict(calls=n * reps, mismatches=bad); save()
+    R['repeat'] = dict(calls=n * reps, mismatches=bad)
+    save()
     log(f"repeat: {n * reps} decodes from graph replays, {bad} differ from the eager result")
 
 def timing():

@@ -218,7 +218,8 @@ if __name__ == '__main__':
                     if not same or err > (1e-5 if dt == torch.float32 else 1e-2):
                         R['check'].append(dict(variant=name, dt=str(dt), heads=(hq, hkv, d), S=S,
                                                ctx=ctx, caches_equal=same, rel_err=err))
-            R['check'].append(dict(variant=name, worst_rel_err=worst)); log(name, 'worst', worst)
+            R['check'].append(dict(variant=name, worst_rel_err=worst))
+            log(name, 'worst', worst)
 
     def chain():
         from helpers.graph_timing import graph_us
@@ -251,11 +252,13 @@ if __name__ == '__main__':
                 R['layer'].append(dict(preset=preset, ctx=ctx, variant=name, us=us))
                 log(f"layer {preset} ctx {ctx} {name}: {us:.2f} µs")
             DEC.rope_decode = keep
-            save(); del m, caches
+            save()
+            del m, caches
 
     for fn in (chain, layer, check): run_section(fn, R, save)
     print('\nchain, µs a launch (S=1, Qwen3-0.6B heads)')
     for r in R['chain']: print(f"{r['ctx']:5} {r['us']:6.2f}  {r['variant']}")
     print('\nlayer, µs')
     for r in R['layer']: print(f"{r['preset']:13} {r['ctx']:5} {r['us']:6.2f}  {r['variant']}")
-    print('\nchecks'); [print(r) for r in R['check']]
+    print('\nchecks')
+    [print(r) for r in R['check']]

@@ -24,9 +24,11 @@ def main():
         q = torch.randn(S, hq, d, device='cuda', dtype=torch.bfloat16)
         cl = torch.full((S,), T, device='cuda', dtype=torch.int32)
         kv_bytes = 2 * S * T * hkv * d * 2
-        kd = torch.randn(S, hkv, T, d, device='cuda', dtype=torch.bfloat16); vd = torch.randn_like(kd)
+        kd = torch.randn(S, hkv, T, d, device='cuda', dtype=torch.bfloat16)
+        vd = torch.randn_like(kd)
         ms = do_bench(lambda: F.scaled_dot_product_attention(q[:, :, None], kd, vd, enable_gqa=True), warmup=25, rep=100, return_mode='median')
-        R['attn'].append(dict(layout=lname, impl='sdpa', us=ms * 1e3)); log(f'{lname} sdpa {ms*1e3:.0f} us')
+        R['attn'].append(dict(layout=lname, impl='sdpa', us=ms * 1e3))
+        log(f'{lname} sdpa {ms*1e3:.0f} us')
         del kd, vd
         for bs in (16, 32):
             for head_major in (False, True):
@@ -44,7 +46,8 @@ def main():
                             assert err < 2e-2, err
                             ms = do_bench(lambda: A.paged_decode(q, kc, vc, bt, cl, num_splits=sp, config=dict(block_n=bn, num_warps=nw, num_stages=ns)), warmup=25, rep=100, return_mode='median')
                         except Exception as e:
-                            R['errors'].append(f'attn {lname} {bs} {head_major} {bn} {nw} {ns} {sp}: {type(e).__name__} {str(e)[:200]}'); continue
+                            R['errors'].append(f'attn {lname} {bs} {head_major} {bn} {nw} {ns} {sp}: {type(e).__name__} {str(e)[:200]}')
+                            continue
                         R['attn'].append(dict(layout=lname, bs=bs, head_major=head_major, bn=bn, nw=nw, ns=ns, sp=sp, us=ms * 1e3, GBps=kv_bytes / ms / 1e6))
                 del kc, vc
                 rows = [r for r in R['attn'] if r.get('bs') == bs and r.get('head_major') == head_major and r['layout'] == lname]
@@ -53,6 +56,8 @@ def main():
                 save()
 
 try: main()
-except Exception: R['errors'].append(traceback.format_exc()); log(traceback.format_exc())
+except Exception:
+    R['errors'].append(traceback.format_exc())
+    log(traceback.format_exc())
 save()
 log('errors:', R['errors'][:20])

@@ -32,12 +32,15 @@ llm = LLM(str(ck), dtype='bfloat16', device='cuda', max_num_seqs=8, max_model_le
 prompt = [torch.randint(0, 151643, (args.prompt_len,), generator=torch.Generator().manual_seed(1)).tolist()]
 sp = SamplingParams(temperature=0, max_tokens=64, ignore_eos=True)
 llm.generate(prompt, sp, use_tqdm=False)                       # graphs captured, kernels compiled
-torch.cuda.synchronize(); t0 = time.perf_counter()
-llm.generate(prompt, sp, use_tqdm=False); torch.cuda.synchronize()
+torch.cuda.synchronize()
+t0 = time.perf_counter()
+llm.generate(prompt, sp, use_tqdm=False)
+torch.cuda.synchronize()
 R['tokens_per_s'] = 64 / (time.perf_counter() - t0)
 
 with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-    llm.generate(prompt, sp, use_tqdm=False); torch.cuda.synchronize()
+    llm.generate(prompt, sp, use_tqdm=False)
+    torch.cuda.synchronize()
 path = os.path.join(tempfile.mkdtemp(), 'trace.json')
 prof.export_chrome_trace(path)
 ks = sorted((e for e in json.load(open(path))['traceEvents'] if e.get('cat') == 'kernel'), key=lambda e: e['ts'])
@@ -72,7 +75,9 @@ one_layer = [e for e in step[first:] if e['name'] in layer_names][:sum(per_layer
 R['one_layer'] = [dict(name=e['name'][:80], dur_us=e['dur'], grid=e.get('args', {}).get('grid')) for e in one_layer]
 agg = {}
 for e in step:
-    a = agg.setdefault(e['name'][:80], [0, 0.0]); a[0] += 1; a[1] += e['dur']
+    a = agg.setdefault(e['name'][:80], [0, 0.0])
+    a[0] += 1
+    a[1] += e['dur']
 R['by_kernel'] = {n: dict(count=c, total_us=round(t, 1)) for n, (c, t) in sorted(agg.items(), key=lambda x: -x[1][1])}
 save()
 

@@ -34,7 +34,8 @@ def fp32():
     hf = AutoModelForCausalLM.from_pretrained(ck, dtype=torch.float32).cuda().eval()
     ref = [hf.generate(torch.tensor([p], device='cuda'), max_new_tokens=32, min_new_tokens=32, do_sample=False,
                        pad_token_id=0)[0, len(p):].tolist() for p in PROMPTS]
-    del hf; torch.cuda.empty_cache()
+    del hf
+    torch.cuda.empty_cache()
     kw = dict(dtype='float32', device='cuda', num_kv_blocks=2048, max_model_len=4096, max_num_seqs=64)
     modes = {'defaults': {}, 'prefix caching off': dict(enable_prefix_caching=False),
              'chunked prefill (64 tokens a step)': dict(max_num_batched_tokens=64),

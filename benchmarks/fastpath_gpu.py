@@ -41,7 +41,10 @@ R = dict(argv=sys.argv, errors={})
 save = saver(R, 'fastpath_gpu')
 
 def timed(fn):
-    torch.cuda.synchronize(); t0 = time.perf_counter(); r = fn(); torch.cuda.synchronize()
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    r = fn()
+    torch.cuda.synchronize()
     return r, time.perf_counter() - t0
 
 GEMV_SHAPES = {'0.6b qkv': (1024, 4096), '0.6b o': (2048, 1024), '0.6b gate_up': (1024, 6144), '0.6b down': (3072, 1024),
@@ -64,7 +67,8 @@ def gemv():
         best = min(CONFIGS, key=lambda c: row[str(c)])
         log(f"{name:13} cuBLAS {row['cublas']:6.1f} µs  GEMV {row[str(GV.GEMV_CONFIG)]:6.1f} (default {GV.GEMV_CONFIG})  best {row[str(best)]:6.1f} {best}"
             f"  {2 * N * K / row[str(best)] / 1e3:5.0f} GB/s")
-        del ws; torch.cuda.empty_cache()
+        del ws
+        torch.cuda.empty_cache()
     tot = {str(c): sum(r[str(c)] for r in res if r['shape'].startswith('0.6b')) for c in CONFIGS}
     R['gemv'], R['gemv_06b_total'] = res, dict(cublas=sum(r['cublas'] for r in res if r['shape'].startswith('0.6b')), **tot)
     log('0.6b layer total (µs):', {k: round(v, 1) for k, v in R['gemv_06b_total'].items()})
@@ -97,7 +101,8 @@ def int8_gemv():
         log(f"{name:13} cuBLAS bf16 {row['cublas_bf16']:6.1f} µs  int8 default {row['w8_linear']:6.1f} ({row['cublas_bf16'] / row['w8_linear']:.2f}x)"
             f"  best {row[str(best)]:6.1f} {best} ({row['cublas_bf16'] / row[str(best)]:.2f}x, {N * K / row[str(best)] / 1e3:5.0f} GB/s)"
             f"  default without PDL {row['w8_linear_no_pdl']:6.1f} ({row['cublas_bf16'] / row['w8_linear_no_pdl']:.2f}x)")
-        del qs; torch.cuda.empty_cache()
+        del qs
+        torch.cuda.empty_cache()
     R['int8_gemv'] = res
 
 def fp32():
@@ -109,10 +114,12 @@ def fp32():
     fast, ref = LLM(str(ck), **kw), LLM(str(ck), attention_backend='torch', cuda_graphs='off', **kw)
     toks = lambda llm, ps: [o.outputs[0].token_ids for o in llm.generate(ps, sp, use_tqdm=False)]
     a, a1, b = toks(fast, prompts), [toks(fast, [p])[0] for p in prompts], toks(ref, prompts)
-    del fast, ref; torch.cuda.empty_cache()
+    del fast, ref
+    torch.cuda.empty_cache()
     spec = LLM(str(ck), speculative_tokens=3, **kw)                     # verify graphs, n-gram drafts
     s, s1 = toks(spec, prompts), [toks(spec, [p])[0] for p in prompts]
-    del spec; torch.cuda.empty_cache()
+    del spec
+    torch.cuda.empty_cache()
     from transformers import AutoModelForCausalLM
     hf = AutoModelForCausalLM.from_pretrained(ck, dtype=torch.float32).cuda().eval()
     c = [hf.generate(torch.tensor([p], device='cuda'), max_new_tokens=32, min_new_tokens=32, do_sample=False, pad_token_id=0)[0, len(p):].tolist() for p in prompts]
@@ -120,7 +127,8 @@ def fp32():
                      single_eq_hf=sum(x == y for x, y in zip(a1, c)), speculative_batch_eq_hf=sum(x == y for x, y in zip(s, c)),
                      speculative_single_eq_hf=sum(x == y for x, y in zip(s1, c)))
     log('fp32 of 8:', R['fp32'])
-    del hf; torch.cuda.empty_cache()
+    del hf
+    torch.cuda.empty_cache()
 
 LLM06 = {}
 def llm06():
@@ -132,9 +140,11 @@ def llm06():
 def step_ms(fn, n=50):
     "ms per call of `fn` (a graph replay), back to back."
     for _ in range(3): fn()
-    torch.cuda.synchronize(); t0 = time.perf_counter()
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
     for _ in range(n): fn()
-    torch.cuda.synchronize(); return (time.perf_counter() - t0) / n * 1e3
+    torch.cuda.synchronize()
+    return (time.perf_counter() - t0) / n * 1e3
 
 def packed_decode(eng, b):
     "A real decode step of `b` sequences packed where graph ('decode', b) reads it; the request ids, to abort."
@@ -187,7 +197,8 @@ def bf16():
     llm = LLM(str(ck), dtype='bfloat16', device='cuda', num_kv_blocks=2048, max_model_len=4096, max_num_seqs=64)
     a = [o.outputs[0].token_ids for o in llm.generate(prompts, sp, use_tqdm=False)]
     a1 = [llm.generate([p], sp, use_tqdm=False)[0].outputs[0].token_ids for p in prompts]
-    del llm; torch.cuda.empty_cache()
+    del llm
+    torch.cuda.empty_cache()
     from transformers import AutoModelForCausalLM
     hf = AutoModelForCausalLM.from_pretrained(ck, dtype=torch.bfloat16).cuda().eval()
     c = [hf.generate(torch.tensor([p], device='cuda'), max_new_tokens=32, min_new_tokens=32, do_sample=False, pad_token_id=0)[0, len(p):].tolist() for p in prompts]
@@ -196,13 +207,16 @@ def bf16():
                      batch_eq_single=sum(x == y for x, y in zip(a, a1)), mean_prefix_batch=statistics.mean(prefix(x, y) for x, y in zip(a, c)),
                      mean_prefix_single=statistics.mean(prefix(x, y) for x, y in zip(a1, c)), n=len(prompts), tokens=32)
     log('bf16 of 16:', R['bf16'])
-    del hf; torch.cuda.empty_cache()
+    del hf
+    torch.cuda.empty_cache()
 
 def rmsnorm():
     "The engine's decode step with the CUDA RMSNorm extension in place of the Triton fused norm."
     import helpers.rmsnorm_cuda as RC                          # benchmarks/helpers/rmsnorm_cuda.py: chapter 14's kernel
     from minillm.layers import RMSNorm
-    t0 = time.time(); RC.load(); log(f'CUDA RMSNorm extension built or loaded ({time.time() - t0:.0f} s)')
+    t0 = time.time()
+    RC.load()
+    log(f'CUDA RMSNorm extension built or loaded ({time.time() - t0:.0f} s)')
     llm = llm06()
     eng = llm.engine
     llm.generate([list(range(1000, 1256))] * 64, SamplingParams(temperature=0, max_tokens=4, ignore_eos=True), use_tqdm=False)
@@ -232,7 +246,8 @@ def prefill():
     llm.generate(ps, one, use_tqdm=False)
     dts = [timed(lambda: llm.generate(ps, one, use_tqdm=False))[1] for _ in range(3)]
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-        llm.generate(ps, one, use_tqdm=False); torch.cuda.synchronize()
+        llm.generate(ps, one, use_tqdm=False)
+        torch.cuda.synchronize()
     ev = sorted(prof.key_averages(), key=lambda e: -getattr(e, 'self_device_time_total', 0))
     R['prefill'] = dict(seconds=dts, top=[(e.key, e.self_device_time_total / 1e3, e.count) for e in ev[:15]])
     log(f"prefill 64 x 256 (generate with max_tokens=1): {statistics.median(dts) * 1e3:.1f} ms; GPU kernel time "
@@ -252,7 +267,8 @@ def prefill():
         r.forward(batch)
         t = [timed(lambda: r.forward(batch))[1] * 1e3 for _ in range(5)]
         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-            r.forward(batch); torch.cuda.synchronize()
+            r.forward(batch)
+            torch.cuda.synchronize()
         gpu = sum(e.self_device_time_total for e in prof.key_averages()) / 1e3
         t0 = time.perf_counter()
         r.pack(sched, bm)
@@ -282,7 +298,9 @@ def e2e():
             f"; synced total {prof['synced_wall_ms_per_step']:.3f}; GPU busy {prof['gpu_busy_fraction']:.0%}")
 
 def int8_8b():
-    LLM06.clear(); gc.collect(); torch.cuda.empty_cache()
+    LLM06.clear()
+    gc.collect()
+    torch.cuda.empty_cache()
     bw = measure_bandwidth('cuda')['bytes_per_s']
     ck = random_checkpoint(**PRESETS['qwen3-8b'], dtype=torch.bfloat16, device='cuda')
     log('8b checkpoint ready')
@@ -303,7 +321,9 @@ def int8_8b():
                                 weight_bytes=wb, times=dts, tok_s_no_overlap=128 / statistics.median(off))
         log(f"8b {q or 'bf16'}: {128 / statistics.median(dts):.1f} tok/s, {statistics.median(dts) / 128 * 1e3:.2f} ms/token, weight floor {floor_ms:.2f} ms"
             f" ({100 * floor_ms / (statistics.median(dts) / 128 * 1e3):.0f}% of floor); overlap off {128 / statistics.median(off):.1f} tok/s")
-        del llm; gc.collect(); torch.cuda.empty_cache()
+        del llm
+        gc.collect()
+        torch.cuda.empty_cache()
     out['int8_speedup'] = out['int8']['tok_s'] / out['bf16']['tok_s']
     R['8b'] = out
     log(f"8b int8 / bf16 = {out['int8_speedup']:.2f}x")

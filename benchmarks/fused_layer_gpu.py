@@ -58,9 +58,13 @@ def make_weights(N, K, kind, copies):
 
 # the unfused chains (what the layer runs without decode_layer) and the fused calls
 def lin(h, w, s): return GV.gemv(h, w) if s is None else Q.int8_matmul(h, w, s)
-def norm_unfused(x, r, g, w, s): h, rr = FK.rms_norm(x, g, EPS, r); return lin(h, w, s), rr
+def norm_unfused(x, r, g, w, s):
+    h, rr = FK.rms_norm(x, g, EPS, r)
+    return lin(h, w, s), rr
 def swiglu_unfused(x, r, g, w, s): return FK.silu_mul(lin(x, w, s))
-def norm_swiglu_unfused(x, r, g, w, s): h, rr = FK.rms_norm(x, g, EPS, r); return FK.silu_mul(lin(h, w, s)), rr
+def norm_swiglu_unfused(x, r, g, w, s):
+    h, rr = FK.rms_norm(x, g, EPS, r)
+    return FK.silu_mul(lin(h, w, s)), rr
 def norm_fused(x, r, g, w, s, c=None): return GV.fused_gemv(x, w, None, s, g, EPS, r, config=c)
 def swiglu_fused(x, r, g, w, s, c=None): return GV.fused_gemv(x, w, None, s, swiglu=True, config=c)
 def norm_swiglu_fused(x, r, g, w, s, c=None): return GV.fused_gemv(x, w, None, s, g, EPS, r, swiglu=True, config=c)
@@ -70,7 +74,8 @@ OPS = {'norm+qkv': ('qkv', norm_unfused, norm_fused), 'swiglu': ('gate_up', swig
 def torch_ref(op, x, r, g, w, s):
     "The PyTorch reference layers: layers.RMSNorm (with its residual add), F.linear on the dequantised weight, F.silu * up."
     if op != 'swiglu':
-        n = RMSNorm(x.shape[-1], EPS).to(DEV, DT); n.weight.data.copy_(g)
+        n = RMSNorm(x.shape[-1], EPS).to(DEV, DT)
+        n.weight.data.copy_(g)
         x, r = n(x, r)
     y = F.linear(x, w if s is None else Q.dequantize_weight(w, s, DT))
     return y if op == 'norm+qkv' else F.silu(y[..., :y.shape[-1] // 2]) * y[..., y.shape[-1] // 2:]
@@ -175,7 +180,9 @@ for fn in (check, ops, layer):
     log('==', fn.__name__)
     try: fn()
     except Exception:
-        R['errors'][fn.__name__] = traceback.format_exc(); log('FAILED', fn.__name__); print(traceback.format_exc(), flush=True)
+        R['errors'][fn.__name__] = traceback.format_exc()
+        log('FAILED', fn.__name__)
+        print(traceback.format_exc(), flush=True)
     save()
 
 print('\n' + f"{'shape':6} {'kind':5} {'op':20} {'unfused µs':>10} {'fused µs':>9} {'best µs':>8} {'best config':>15} {'saved µs':>8}")

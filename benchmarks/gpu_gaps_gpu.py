@@ -47,16 +47,21 @@ def gaps(llm, ps, sps, key):
     "Profile one run of `ps`, merge its kernels' intervals, and record the gaps under `R[key]`."
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
     with profile(activities=acts) as prof:
-        t0 = time.perf_counter(); llm.generate(ps, sps, use_tqdm=False); sync()
+        t0 = time.perf_counter()
+        llm.generate(ps, sps, use_tqdm=False)
+        sync()
         wall = time.perf_counter() - t0
     ks = kernels(prof)
     R[key] = r = dict(wall_s=wall, tokens_per_s=sum(sp.max_tokens for sp in sps) / wall, kernels=len(ks))
-    if not ks: log(key, 'no GPU kernels'); return
+    if not ks:
+        log(key, 'no GPU kernels')
+        return
     first_decode = next((i for i, k in enumerate(ks) if 'decode' in k[2]), len(ks))   # the decode attention
     busy, gap_list, end = 0.0, [], ks[0][0]
     for i, (s, e, name) in enumerate(ks):
         if s > end: gap_list.append((end, s - end, i))
-        busy += max(0.0, e - max(s, end)); end = max(end, e)
+        busy += max(0.0, e - max(s, end))
+        end = max(end, e)
     span = end - ks[0][0]
     by_phase = {'prompt steps': 0.0, 'decode steps': 0.0}
     for at, d, i in gap_list: by_phase['decode steps' if i > first_decode else 'prompt steps'] += d
@@ -101,7 +106,9 @@ def host(llm, ps, sps, key):
         now[0] = a = acc.setdefault(kind, dict(steps=0, host_ms=0.0, waiting_ms=0.0))
         t0 = time.perf_counter()
         try: return step(engine, scheduled)
-        finally: a['steps'] += 1; a['host_ms'] += (time.perf_counter() - t0) * 1e3
+        finally:
+            a['steps'] += 1
+            a['host_ms'] += (time.perf_counter() - t0) * 1e3
     def timed_tokens(*args, **kw):                            # within a step, or the drain after the last
         t0 = time.perf_counter()
         try: return tokens(*args, **kw)
@@ -109,7 +116,10 @@ def host(llm, ps, sps, key):
     st.step = timed_step
     if tokens is not None: st.tokens = timed_tokens
     try:
-        sync(); t0 = time.perf_counter(); llm.generate(ps, sps, use_tqdm=False); sync()
+        sync()
+        t0 = time.perf_counter()
+        llm.generate(ps, sps, use_tqdm=False)
+        sync()
         wall = time.perf_counter() - t0
     finally:
         del st.step
@@ -140,7 +150,10 @@ def run():
         llm = engine(ck)
         name, ps, sps = runs[0]
         llm.generate(ps, sps, use_tqdm=False)                                # warm-up at the timed shapes
-        gaps(llm, ps, sps, 'profile'); syncs(llm, ps, sps, 'profile'); host(llm, ps, sps, 'profile'); return
+        gaps(llm, ps, sps, 'profile')
+        syncs(llm, ps, sps, 'profile')
+        host(llm, ps, sps, 'profile')
+        return
     for turn in range(2):                                     # the engines taking turns, each built afresh
         for size in SIZES:
             llm = engine(ck, size)
@@ -148,16 +161,22 @@ def run():
                 llm.generate(ps, sps, use_tqdm=False)
                 ts = []
                 for _ in range(3):
-                    sync(); t0 = time.perf_counter(); llm.generate(ps, sps, use_tqdm=False); sync()
+                    sync()
+                    t0 = time.perf_counter()
+                    llm.generate(ps, sps, use_tqdm=False)
+                    sync()
                     ts.append(time.perf_counter() - t0)
                 tok_s = sum(sp.max_tokens for sp in sps) / statistics.median(ts)
                 R['timed'].setdefault(f'{name}, max_num_batched_tokens {size}', []).append(tok_s)
                 log(f"turn {turn}: {name:22} max_num_batched_tokens {size:6}: {tok_s:9,.0f} tokens/s")
                 if turn == 1 and name == runs[0][0]:          # the profile of the first workload
                     key = f'profile {name}, max_num_batched_tokens {size}'
-                    gaps(llm, ps, sps, key); syncs(llm, ps, sps, key); host(llm, ps, sps, key)
+                    gaps(llm, ps, sps, key)
+                    syncs(llm, ps, sps, key)
+                    host(llm, ps, sps, key)
                 save()
-            del llm; gc.collect()
+            del llm
+            gc.collect()
             if torch.cuda.is_available(): torch.cuda.empty_cache()
 
 run_section(run, R, save)

@@ -20,13 +20,16 @@ for b in (1, 64):
     ids = packed_decode(b)
     g = G.graphs[G.key('decode', b)]
     for _ in range(3): g.replay()
-    torch.cuda.synchronize(); t0 = time.perf_counter()
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
     for _ in range(50): g.replay()
-    torch.cuda.synchronize(); print(f"bucket {b}: replay {(time.perf_counter() - t0) / 50 * 1e3:.3f} ms", flush=True)
+    torch.cuda.synchronize()
+    print(f"bucket {b}: replay {(time.perf_counter() - t0) / 50 * 1e3:.3f} ms", flush=True)
     eng.abort_request(ids)
 from torch.profiler import profile, ProfilerActivity
 ids = packed_decode(1)
 with profile(activities=[ProfilerActivity.CUDA]) as prof:
-    G.graphs[G.key('decode', 1)].replay(); torch.cuda.synchronize()
+    G.graphs[G.key('decode', 1)].replay()
+    torch.cuda.synchronize()
 eng.abort_request(ids)
 print(prof.key_averages().table(sort_by='cuda_time_total', row_limit=12))

@@ -25,7 +25,10 @@ import minillm.kernels.attention as A, minillm.kernels.fused as Fu
 
 def best_of(fn, n=5):
     ts = []
-    for _ in range(n): t0 = time.perf_counter(); fn(); ts.append(time.perf_counter() - t0)
+    for _ in range(n):
+        t0 = time.perf_counter()
+        fn()
+        ts.append(time.perf_counter() - t0)
     return min(ts)
 
 info = open('/proc/cpuinfo').read() if os.path.exists('/proc/cpuinfo') else ''
@@ -48,7 +51,9 @@ r, bm, sched = eng.runner, eng.block_manager, eng.scheduler
 def admit():                                              # one scheduling pass admitting 64 prompts the cache holds
     seqs = [Sequence(10**7 + i, list(p), sp) for i, p in enumerate(prompts64)]
     for s in seqs: sched.add(s)
-    t0 = time.perf_counter(); sched.schedule(); dt = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    sched.schedule()
+    dt = time.perf_counter() - t0
     for s in seqs: sched.finish(s, 'abort')
     return dt
 print(f"admission of 64 cached 256-token prompts: {min(admit() for _ in range(5)) * 1e3:.2f} ms")
@@ -59,7 +64,9 @@ print(f"eager step inputs, 64 x 256 tokens: {best_of(pack) * 1e3:.2f} ms")
 for s in seqs: bm.free(s.seq_id)
 for B in (1, 64, 256):                                    # a decode step: one new token of each sequence
     seqs = [Sequence(2 * 10**6 + i, [(i * 13 + j) % 5000 for j in range(320)], sp) for i in range(B)]
-    for s in seqs: bm.allocate(s.seq_id, s.token_ids, 320); s.num_computed = 319
+    for s in seqs:
+        bm.allocate(s.seq_id, s.token_ids, 320)
+        s.num_computed = 319
     step = [(s, 1) for s in seqs]
     print(f"decode step inputs, {B:3} rows at position 320: {best_of(lambda: r.pack(step, bm)) * 1e6:.0f} µs")
     for s in seqs: bm.free(s.seq_id)
@@ -70,7 +77,8 @@ for name in ('_prefill_kernel', '_store_kv_kernel'): setattr(A, name, Stub())
 for name in ('_rmsnorm_kernel', '_qk_rope_kernel', '_silu_mul_kernel'): setattr(Fu, name, Stub())
 N, Hq, Hkv, D = 1024, 16, 8, 128
 q, k, v = torch.randn(N, Hq, D), torch.randn(N, Hkv, D), torch.randn(N, Hkv, D)
-kc = torch.zeros(512, 16, Hkv, D); vc = torch.zeros_like(kc)
+kc = torch.zeros(512, 16, Hkv, D)
+vc = torch.zeros_like(kc)
 bt = (torch.arange(64 * 16, dtype=torch.int32) % 512).view(64, 16)
 cl, qsl = torch.full((64,), 16, dtype=torch.int32), torch.arange(65, dtype=torch.int32) * 16
 x, w, cos, sin, gu, qw = torch.randn(N, 1024), torch.ones(1024), torch.randn(N, D), torch.randn(N, D), torch.randn(N, 6144), torch.ones(D)

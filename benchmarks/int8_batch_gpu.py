@@ -43,7 +43,8 @@ def sweep(x, ws, out, ref, M, N):
         if cfg in cands: continue
         f = lambda q, s, c=cfg: Q.int8_matmul(x, q, s, out=out, config=c)
         try:
-            out.fill_(float('nan')); f(*ws[0])
+            out.fill_(float('nan'))
+            f(*ws[0])
             e = rel(out, ref)
             ok = e < 1e-2 and bool(out.isfinite().all())
             us = graph_us([lambda q=q, s=s: f(q, s) for q, s in ws]) if ok else None
@@ -74,13 +75,15 @@ def products():
                 r['dequant_cublas'] = graph_us([lambda q=q, s=s: torch.mm(x, deq(q, s).T, out=out) for q, s in ws])
                 log(f"M={M:4} {name:8} bf16 {r['bf16']:8.1f}  int8 now {r['int8_now']:8.1f}  "
                     f"dequantise + cuBLAS {r['dequant_cublas']:8.1f}")
-                save(); continue
+                save()
+                continue
             cands = sweep(x, ws, out, ref, M, N)
             r['candidates'] = {str(c): v for c, v in cands.items()}
             ok = {c: v['us'] for c, v in cands.items() if v.get('us')}
             if not ok:
                 R['errors'][f'M={M} {name}'] = f"no candidate ran: {next(iter(cands.values()), 'no tile to try')}"
-                log(f"M={M} {name}:", R['errors'][f'M={M} {name}']); continue
+                log(f"M={M} {name}:", R['errors'][f'M={M} {name}'])
+                continue
             best = min(ok, key=ok.get)
             r.update(best=best, best_us=ok[best], gbs_best=N * K / ok[best] / 1e3)
             log(f"M={M:3} {name:8} bf16 {r['bf16']:7.1f}  int8 now {r['int8_now']:7.1f} {r['int8_now_cfg']}  "

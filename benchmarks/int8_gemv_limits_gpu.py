@@ -174,7 +174,8 @@ def chain():
     "µs per layer of each variant: 36 layers of the four products in one graph."
     W, X, O = int8_layers(LAYERS, SHAPES, dev)
     nbytes = sum(n * kk for n, kk in SHAPES.values())
-    res = R['chain']; res['bytes_per_layer'] = nbytes
+    res = R['chain']
+    res['bytes_per_layer'] = nbytes
     sink = torch.empty(max(n for n, _ in SHAPES.values()), device=dev, dtype=torch.int32)
     big = [torch.randint(-127, 128, (nbytes // 4096, 4096), device=dev, dtype=torch.int8) for _ in range(LAYERS)]
     sink1 = torch.empty(big[0].shape[0], device=dev, dtype=torch.int32)
@@ -188,7 +189,8 @@ def chain():
             res[label] = graph_us(calls) * len(calls) / LAYERS
             log(f"chain {label:40} {res[label]:6.1f} µs/layer ({nbytes / res[label] / 1e6:.2f} TB/s)")
         except Exception as e:
-            R['errors'][label] = repr(e); log('FAILED', label, repr(e))
+            R['errors'][label] = repr(e)
+            log('FAILED', label, repr(e))
         save()
 
 if __name__ == '__main__':

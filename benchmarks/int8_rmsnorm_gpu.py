@@ -35,19 +35,27 @@ R = dict(argv=sys.argv, errors={})
 save = saver(R, 'int8_rmsnorm_gpu')
 
 SECTIONS = {}
-def section(fn): SECTIONS[fn.__name__] = fn; return fn
+def section(fn):
+    SECTIONS[fn.__name__] = fn
+    return fn
 
 def run_section(name):
     "Run one part; record (not raise) its failure so the other parts still run."
     log('==', name)
     try: SECTIONS[name]()
     except Exception:
-        R['errors'][name] = traceback.format_exc(); log('FAILED', name); print(traceback.format_exc())
+        R['errors'][name] = traceback.format_exc()
+        log('FAILED', name)
+        print(traceback.format_exc())
     save()
 
 def bench(f, warmup=10, rep=50):
     "Median µs."
-    if SMOKE: f(); t = time.perf_counter(); f(); return (time.perf_counter() - t) * 1e6
+    if SMOKE:
+        f()
+        t = time.perf_counter()
+        f()
+        return (time.perf_counter() - t) * 1e6
     from triton.testing import do_bench
     return do_bench(f, warmup=warmup, rep=rep, return_mode='median') * 1e3
 
@@ -71,12 +79,14 @@ def env():
     p = torch.cuda.get_device_properties(0)
     R['env'].update(gpu=p.name, sms=p.multi_processor_count, smem_optin=getattr(p, 'shared_memory_per_block_optin', None),
                     l2=getattr(p, 'L2_cache_size', None), capability=torch.cuda.get_device_capability())
-    src = torch.randn(2**29, device=DEV, dtype=torch.bfloat16); dst = torch.empty_like(src)
+    src = torch.randn(2**29, device=DEV, dtype=torch.bfloat16)
+    dst = torch.empty_like(src)
     R['copy_gbs'] = [2 * src.numel() * 2 / bench(lambda: dst.copy_(src)) / 1e3 for _ in range(2)]
     del src, dst
     a, b = (torch.randn(8192, 8192, device=DEV, dtype=torch.bfloat16) for _ in range(2))
     R['bf16_tflops'] = 2 * 8192**3 / bench(lambda: a @ b) / 1e6
-    del a, b; torch.cuda.empty_cache()
+    del a, b
+    torch.cuda.empty_cache()
     log(R['env'], 'copy GB/s', [round(v) for v in R['copy_gbs']], 'bf16 TFLOP/s', round(R['bf16_tflops']))
 
 def ref_mm(x, q, s, b=None):
@@ -105,8 +115,10 @@ def int8_correctness():
                 e2 = rel_err(w8_linear(x, q, s.to(dtype), b), ref_mm(x, q, s.to(dtype), b))
                 out.append(dict(shape=name, M=M, dtype=str(dtype), rel_err=e, w8_linear_rel_err=e2, ok=ok and e2 < 1e-2))
                 assert out[-1]['ok'], out[-1]
-    x = torch.randn(3, 64, device=DEV); q, s = quantize_weight(torch.randn(40, 64, device=DEV))
-    e = rel_err(int8_matmul(x, q, s), ref_mm(x, q, s)); out.append(dict(shape='fp32 small', rel_err=e, ok=e < 1e-5))
+    x = torch.randn(3, 64, device=DEV)
+    q, s = quantize_weight(torch.randn(40, 64, device=DEV))
+    e = rel_err(int8_matmul(x, q, s), ref_mm(x, q, s))
+    out.append(dict(shape='fp32 small', rel_err=e, ok=e < 1e-5))
     assert out[-1]['ok'], out[-1]
     R['int8_correctness'] = out
     for dt in ('torch.bfloat16', 'torch.float16'):
@@ -150,15 +162,18 @@ def int8_sweep():
                     ok = bool(o.isfinite().all()) and rel_err(o, ref) < 1e-2
                     t = gtime([make(i) for i in range(nc)]) if ok else None
                 except Exception as e:
-                    ok, t = False, None; log('variant failed', name, M, label, repr(e)[:300])
+                    ok, t = False, None
+                    log('variant failed', name, M, label, repr(e)[:300])
                 res.append(dict(shape=name, M=M, variant=label, ok=ok, us=t, gbs=None if t is None else wbytes / t / 1e3))
             row = {r['variant']: r['us'] for r in res if r['shape'] == name and r['M'] == M}
             best = min(((v, k) for k, v in row.items() if k.startswith('kernel') and v), default=(None, None))
             log(f"{name:8} M={M:5} bf16 {row['bf16']:7.1f}  naive {row['naive']:7.1f}  dequant+cublas {row['dequant+cublas']:7.1f}"
                 f"  w8_linear {row['w8_linear']:7.1f}  best kernel {best[0] or 0:7.1f} {best[1]}"
                 f"  x{row['bf16'] / row['w8_linear']:.2f} (best x{row['bf16'] / (best[0] or row['w8_linear']):.2f})")
-        R['int8_sweep'] = res; save()
-        del qs, ws; torch.cuda.empty_cache()
+        R['int8_sweep'] = res
+        save()
+        del qs, ws
+        torch.cuda.empty_cache()
 
 def random_qwen(cfg, dtype, seed=0):
     torch.manual_seed(seed)
@@ -204,11 +219,16 @@ def int8_quality():
 @section
 def rmsnorm_all():
     if builder is not None:
-        builder.wait(); R['rmsnorm_build_log'] = open(BUILD_LOG).read()[-4000:]; log(R['rmsnorm_build_log'][-2000:])
+        builder.wait()
+        R['rmsnorm_build_log'] = open(BUILD_LOG).read()[-4000:]
+        log(R['rmsnorm_build_log'][-2000:])
     import helpers.rmsnorm_cuda as K                          # benchmarks/helpers/rmsnorm_cuda.py: chapter 14's kernel
     if SMOKE: return
     K.load()                                          # raises if the kernel cannot be built
-    t_load = time.time(); K.ext = None; K.load(); R['rmsnorm_cached_load_s'] = time.time() - t_load
+    t_load = time.time()
+    K.ext = None
+    K.load()
+    R['rmsnorm_cached_load_s'] = time.time() - t_load
     def torch_norm(x, w, eps, residual=None):
         "The reference: RMSNorm as the layers chapter computes it in PyTorch, optionally after the residual add."
         s = x if residual is None else x + residual
@@ -227,7 +247,8 @@ def rmsnorm_all():
             x = base[3:3 + rows * width].view(rows, width) if width == 4104 else base[:rows * width].view(rows, width)
             r = torch.randn(rows, width, device=DEV).to(dtype) * 4
             for fused in (False, True):
-                torch.empty(rows * width * 4, device=DEV, dtype=dtype).fill_(float('nan')); torch.cuda.synchronize()
+                torch.empty(rows * width * 4, device=DEV, dtype=dtype).fill_(float('nan'))
+                torch.cuda.synchronize()
                 if fused:
                     (o, s), (ro, rs) = K.rms_norm(x, w, 1e-6, r), torch_norm(x, w, 1e-6, r)
                     res_exact = bool(torch.equal(s, rs))
@@ -242,9 +263,11 @@ def rmsnorm_all():
     log('rmsnorm correctness:', 'all ok' if not bad else f'{len(bad)} FAILED {bad[:3]}',
         'worst ulp', max(c['ulp'] for c in corr), 'min exact', min(c['exact_frac'] for c in corr))
     # microbenchmark
-    src = torch.randn(2**29, device=DEV, dtype=torch.bfloat16); dst = torch.empty_like(src)
+    src = torch.randn(2**29, device=DEV, dtype=torch.bfloat16)
+    dst = torch.empty_like(src)
     copy_gbs = 2 * src.numel() * 2 / bench(lambda: dst.copy_(src)) / 1e3
-    del src, dst; torch.cuda.empty_cache()
+    del src, dst
+    torch.cuda.empty_cache()
     mb = []
     for (Rr, H) in [(1, 1024), (64, 4096), (8192, 4096), (16, 128)]:
         norm = RMSNorm(H).to(DEV, torch.bfloat16)
@@ -263,7 +286,8 @@ def rmsnorm_all():
                 log(f"{Rr:5}x{H:5} {name:9} torch {tt:7.1f} µs cuda {tc:7.1f} ({tc2:7.1f}; flushed {tf:6.1f}) x{tt / tc:5.1f} "
                     f"{nb / tc / 1e3:7.0f} GB/s = {nb / tc / 1e3 / copy_gbs:.1%} of copy {copy_gbs:.0f}")
         del xs, rs
-    R['rmsnorm_bench'] = dict(copy_gbs=copy_gbs, rows=mb); save()
+    R['rmsnorm_bench'] = dict(copy_gbs=copy_gbs, rows=mb)
+    save()
     # end to end: Qwen3-0.6B, one token, eager and CUDA graph
     def cuda_forward(self, x, residual=None): return K.rms_norm(x, self.weight, self.eps, residual)
     def no_norm(self, x, residual=None):
@@ -273,7 +297,8 @@ def rmsnorm_all():
     def step_times(model, ids):
         with torch.inference_mode():
             eager = bench(lambda: model(ids), rep=300)
-            st = torch.cuda.Stream(); st.wait_stream(torch.cuda.current_stream())
+            st = torch.cuda.Stream()
+            st.wait_stream(torch.cuda.current_stream())
             with torch.cuda.stream(st):
                 for _ in range(3): model(ids)
             torch.cuda.current_stream().wait_stream(st)
@@ -297,7 +322,8 @@ def rmsnorm_all():
         RMSNorm.forward = cuda_forward
         try: l1 = m(torch.randint(0, 1000, (1, 64), device=DEV, generator=torch.Generator(DEV).manual_seed(5)))
         finally: RMSNorm.forward = orig
-    e2e['logits_rel_err'] = rel_err(l1, l0); e2e['argmax_agree'] = (l1.argmax(-1) == l0.argmax(-1)).float().mean().item()
+    e2e['logits_rel_err'] = rel_err(l1, l0)
+    e2e['argmax_agree'] = (l1.argmax(-1) == l0.argmax(-1)).float().mean().item()
     R['rmsnorm_e2e'] = e2e
     for mode, i in (('eager', 0), ('graph', 1)):
         tp, tc, t0 = e2e['torch'][i], e2e['cuda'][i], e2e['no_norm'][i]

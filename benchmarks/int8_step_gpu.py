@@ -62,9 +62,11 @@ def step_ms(llm, n=100, blocks=3, ctx=320):
     for _ in range(5): g.replay()
     dts = []
     for _ in range(blocks):
-        torch.cuda.synchronize(); t0 = time.perf_counter()
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
         for _ in range(n): g.replay()
-        torch.cuda.synchronize(); dts.append((time.perf_counter() - t0) / n * 1e3)
+        torch.cuda.synchronize()
+        dts.append((time.perf_counter() - t0) / n * 1e3)
     del g
     torch.cuda.empty_cache()
     bm.free(seq.seq_id)
@@ -86,14 +88,18 @@ def e2e(llm):
     first = llm.generate(PS, SamplingParams(temperature=0, max_tokens=8, ignore_eos=True), use_tqdm=False)[0].outputs[0].token_ids
     dts = []
     for _ in range(3):
-        torch.cuda.synchronize(); t0 = time.perf_counter()
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
         out = llm.generate(PS, SP, use_tqdm=False)
-        torch.cuda.synchronize(); dts.append(time.perf_counter() - t0)
+        torch.cuda.synchronize()
+        dts.append(time.perf_counter() - t0)
     one = []
     for _ in range(3):                                     # the prompt and one token: the prefill's share of the time
-        torch.cuda.synchronize(); t0 = time.perf_counter()
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
         llm.generate(PS, SamplingParams(temperature=0, max_tokens=1, ignore_eos=True), use_tqdm=False)
-        torch.cuda.synchronize(); one.append(time.perf_counter() - t0)
+        torch.cuda.synchronize()
+        one.append(time.perf_counter() - t0)
     return dict(tok_s=128 / statistics.median(dts), ms_per_token=statistics.median(dts) / 128 * 1e3, times=dts,
                 first_token_ms=statistics.median(one) * 1e3, tokens=out[0].outputs[0].token_ids[:16], first8=first)
 
@@ -101,10 +107,13 @@ def run_variants(llm, kind, variants):
     res = R['step_ms'].setdefault(kind, {})
     for label, kw in variants:
         try:
-            apply(llm, **kw); res[label] = step_ms(llm)
+            apply(llm, **kw)
+            res[label] = step_ms(llm)
             log(f"{kind:5} {label:32} {res[label]:.3f} ms")
         except Exception:
-            R['errors'][f'{kind} {label}'] = traceback.format_exc(); log('FAILED', kind, label); print(traceback.format_exc())
+            R['errors'][f'{kind} {label}'] = traceback.format_exc()
+            log('FAILED', kind, label)
+            print(traceback.format_exc())
         save()
     return res
 
@@ -115,7 +124,9 @@ def run_e2e(llm, kind, label, kw, post=None):
         R['e2e'][f'{kind} {label}'] = r = e2e(llm)
         log(f"e2e {kind:5} {label:32} {r['tok_s']:.1f} tok/s ({r['ms_per_token']:.3f} ms/token, first token {r['first_token_ms']:.1f} ms)")
     except Exception:
-        R['errors'][f'e2e {kind} {label}'] = traceback.format_exc(); log('FAILED e2e', kind, label); print(traceback.format_exc())
+        R['errors'][f'e2e {kind} {label}'] = traceback.format_exc()
+        log('FAILED e2e', kind, label)
+        print(traceback.format_exc())
     save()
 
 @triton.jit
@@ -163,11 +174,16 @@ def run_prefetch(llm, kind, base_kw):
     for name, which in PF.items():
         label = f'prefetch {name}'
         try:
-            apply(llm, **base_kw); add_prefetch(llm.engine.model, which); res[label] = step_ms(llm)
+            apply(llm, **base_kw)
+            add_prefetch(llm.engine.model, which)
+            res[label] = step_ms(llm)
             log(f"{kind:5} {label:32} {res[label]:.3f} ms")
         except Exception:
-            R['errors'][f'{kind} {label}'] = traceback.format_exc(); log('FAILED', kind, label); print(traceback.format_exc())
-        drop_prefetch(llm.engine.model); save()
+            R['errors'][f'{kind} {label}'] = traceback.format_exc()
+            log('FAILED', kind, label)
+            print(traceback.format_exc())
+        drop_prefetch(llm.engine.model)
+        save()
 
 TC_WIDE = (16, 64, 256, 4, 3)        # the tensor-core kernel's tile for one row of a wide product (N >= 16,384)
 
@@ -183,7 +199,8 @@ def chain():
         with A.pdl(pdl): res[label] = graph_us(calls) * 4
         log(f"chain {label:24} {res[label]:.1f} µs/layer ({bytes_layer / res[label] / 1e6:.2f} TB/s)")
         save()
-    del W; torch.cuda.empty_cache()
+    del W
+    torch.cuda.empty_cache()
 
 from minillm.kernels.attention import gdc_launch_dependents, gdc_wait
 
@@ -222,7 +239,8 @@ def convert():
         err = ((O['qkv'].double() - ref).norm() / ref.norm()).item()
         res[label] = dict(us_per_layer=graph_us([lambda w=w, k=k, m=mode: run(w, k, m) for w in W for k in SHAPES]) * 4, rel_err=err)
         log(f"convert {label:22} {res[label]['us_per_layer']:.1f} µs/layer, rel. error {err:.1e}")
-    del W; torch.cuda.empty_cache()
+    del W
+    torch.cuda.empty_cache()
 
 ck = random_checkpoint(**PRESETS['qwen3-8b'], dtype=torch.bfloat16, device='cuda')
 log('checkpoint ready')
@@ -244,7 +262,10 @@ for kind, q, variants in (('bf16', None, BF16), ('int8', 'int8', INT8)):
         run_e2e(llm, kind, 'before', dict(variants)['before'])
         best = min(res, key=res.get)
         if best not in ('engine', 'before'): run_e2e(llm, kind, best, dict(variants)[best])
-    apply(llm); del llm; gc.collect(); torch.cuda.empty_cache()
+    apply(llm)
+    del llm
+    gc.collect()
+    torch.cuda.empty_cache()
 
 b = R['e2e'].get('bf16 engine', {}).get('tok_s')
 print('\n| engine | variant | step ms | tok/s | vs bf16 engine |\n|---|---|---|---|---|')

@@ -59,7 +59,10 @@ for graphs in (('on',) if PROFILE else ('off', 'on')):
     for i in range(63): eng.add_request(('decode', i), prompt(256), long)
     while len(eng.scheduler.running) < 63 or any(not s.output_ids for s in eng.scheduler.running): eng.step()
     if PROFILE:
-        for r in range(3): eng.add_request(('warm', r), prompt(256), one); eng.step(); eng.step()
+        for r in range(3):
+            eng.add_request(('warm', r), prompt(256), one)
+            eng.step()
+            eng.step()
         R['profile'] = {'decode': kernels(eng, 6)}
         for n in (16, 256):
             k = iter(range(100))

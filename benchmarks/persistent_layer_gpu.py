@@ -28,17 +28,22 @@ def correct():
         with torch.no_grad():
             a = chain(m, P.persistent_layer, x, cos, sin, attn)
             ca = [(k.clone(), v.clone()) for k, v in caches]
-            for (k, v), (k0, v0) in zip(caches, snap): k.copy_(k0); v.copy_(v0)
+            for (k, v), (k0, v0) in zip(caches, snap):
+                k.copy_(k0)
+                v.copy_(v0)
             b = chain(m, decode_layer, x, cos, sin, attn)
             cb = [(k.clone(), v.clone()) for k, v in caches]
-            for (k, v), (k0, v0) in zip(caches, snap): k.copy_(k0); v.copy_(v0)
+            for (k, v), (k0, v0) in zip(caches, snap):
+                k.copy_(k0)
+                v.copy_(v0)
             layer = m.model.layers[0]
             kc, vc = caches[0]
             args = (layer, x.reshape(-1), None, cos.reshape(-1, cfg.head_dim)[0],
                     sin.reshape(-1, cfg.head_dim)[0], kc, vc, attn.batch.block_tables[0],
                     attn.batch.context_lens, attn.batch.slot_mapping)
             one = [t.clone() for t in P.layer_step(*args)]
-            kc.copy_(snap[0][0]); vc.copy_(snap[0][1])
+            kc.copy_(snap[0][0])
+            vc.copy_(snap[0][1])
             five = P.layer_step(*args, sync=False)
         torch.cuda.synchronize()
         w = P._WORK[next(k for k in P._WORK if k[0].type == 'cuda')]
@@ -48,21 +53,25 @@ def correct():
                  caches_max_diff=max((p - q).abs().max().item() for s, t in zip(ca, cb) for p, q in zip(s, t)),
                  one_launch_equals_five=all(torch.equal(p, q) for p, q in zip(one, five)),
                  counters_zero=w['bar'].item() == 0 and w['locks'].abs().sum().item() == 0)
-        R['correct'].append(r); log(r)
+        R['correct'].append(r)
+        log(r)
 
 def replay():
     "A step's 28 layers in one graph replayed 2,000 times: each replay gives the first one's output (the counters reset)."
     m, cfg, caches, attn, cos, sin, x = setup('qwen3-0.6b')
     g = torch.cuda.CUDAGraph()
     with torch.no_grad():
-        st = torch.cuda.Stream(); st.wait_stream(torch.cuda.current_stream())
+        st = torch.cuda.Stream()
+        st.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(st): chain(m, P.persistent_layer, x, cos, sin, attn)
         torch.cuda.current_stream().wait_stream(st)
         with torch.cuda.graph(g): y = chain(m, P.persistent_layer, x, cos, sin, attn)[0]
-    g.replay(); first = y.clone()
+    g.replay()
+    first = y.clone()
     for _ in range(2000): g.replay()                       # a barrier that never opens hangs here
     torch.cuda.synchronize()
-    R['replay'] = dict(replays=2000, equal_to_first=bool(torch.equal(y, first))); log(R['replay'])
+    R['replay'] = dict(replays=2000, equal_to_first=bool(torch.equal(y, first)))
+    log(R['replay'])
 
 def timing():
     for preset, layers in (('qwen3-0.6b', None), ('qwen2.5-0.5b', None)):
@@ -76,10 +85,14 @@ def timing():
             for cf in CONFIGS:
                 P.LAYER_CONFIG = cf
                 try: us = graph_us(f(P.persistent_layer)) / L
-                except Exception as e: us = None; log('config', cf, 'failed', repr(e)[:200])
+                except Exception as e:
+                    us = None
+                    log('config', cf, 'failed', repr(e)[:200])
                 row[f'one_launch_us_w{cf[0]}_p{cf[1]}'] = us
             P.LAYER_CONFIG = CONFIGS[0]
-        R['timing'].append(row); log(row); save()
+        R['timing'].append(row)
+        log(row)
+        save()
 
 for fn in (correct, replay, timing): run_section(fn, R, save)
 log('preset          five-launch µs  best one-launch µs  config  weights GB/s (one launch)')

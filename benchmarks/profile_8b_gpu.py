@@ -29,5 +29,7 @@ with A.pdl(False):                                      # every kernel plainly: 
         res[q or 'bf16'] = p
         print(q or 'bf16', f"{p['tokens_per_s']:.0f} tok/s steps {p['steps']}")
         for name, ms, n in p['top_ops']: print(f"  {ms / p['steps'] * 1e3:8.1f} us/step {n // p['steps']:5}/step  {name[:90]}")
-        del llm; gc.collect(); torch.cuda.empty_cache()
+        del llm
+        gc.collect()
+        torch.cuda.empty_cache()
 save()

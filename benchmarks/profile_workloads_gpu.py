@@ -29,8 +29,10 @@ def profiles():
     for name, prompts, sps in runs:
         llm.generate(prompts, sps, use_tqdm=False)                      # warm-up at the timed shapes
         p = profile_engine(llm, prompts, sps, top=25)
-        log('---', name); print_profile(p)
-        R['profile'][name] = p; save()
+        log('---', name)
+        print_profile(p)
+        R['profile'][name] = p
+        save()
 
 run_section(profiles, R, save)
 log('done')

@@ -55,8 +55,12 @@ from helpers.bench_io import log, saver, run_section                # benchmarks
 class CountingExt:
     "Stands in for the compiled extension while counting: forwards every call, counts it."
     def __init__(self, ext): self.ext, self.calls = ext, 0
-    def rms_norm(self, *a): self.calls += 1; return self.ext.rms_norm(*a)
-    def fused_add_rms_norm(self, *a): self.calls += 1; return self.ext.fused_add_rms_norm(*a)
+    def rms_norm(self, *a):
+        self.calls += 1
+        return self.ext.rms_norm(*a)
+    def fused_add_rms_norm(self, *a):
+        self.calls += 1
+        return self.ext.fused_add_rms_norm(*a)
 
 class Recorder:
     "Wraps norm kernels and the runner's forward: per forward (graph capture, emulated replay or eager step), the norms that ran."
@@ -85,7 +89,8 @@ def sync(dev):
 
 def run_generate(llm, prompts, sp, dev):
     "Seconds of one `generate`, and each prompt's tokens."
-    sync(dev); t0 = time.perf_counter()
+    sync(dev)
+    t0 = time.perf_counter()
     outs = llm.generate(prompts, sp, use_tqdm=False)
     sync(dev)
     return time.perf_counter() - t0, [list(o.outputs[0].token_ids) for o in outs]
@@ -106,7 +111,8 @@ def prepare(llm, kernel, args, prompts, sp, ext=None) -> dict:
     t0 = time.time()
     try:
         if r.graphs is not None:                   # captured at start-up with the old kernel: capture again
-            r.graphs = None; gc.collect()
+            r.graphs = None
+            gc.collect()
             if args.device == 'cuda': torch.cuda.empty_cache()
             graphs_plugin(eng)
         t_capture = time.time() - t0
@@ -194,21 +200,30 @@ def main(argv=None):
 
     def triton_engine():
         "Engine A: the Triton norm (the engine as it is); its graphs captured again, warmed up, counted."
-        t0 = time.time(); S['A'] = new_llm(); R['init_s_A'] = time.time() - t0
+        t0 = time.time()
+        S['A'] = new_llm()
+        R['init_s_A'] = time.time() - t0
         R['prepare']['triton'] = prepare(S['A'], FK.rms_norm, args, prompts, sp)
         show('triton', R['prepare']['triton'])
-        t0 = time.time(); S['B'] = new_llm(); R['init_s_B'] = time.time() - t0      # B too, while the build runs
+        # B too, while the build runs
+        t0 = time.time()
+        S['B'] = new_llm()
+        R['init_s_B'] = time.time() - t0
 
     def build():
         "Wait for the CUDA kernel's build; check it against the Triton norm on the engine's shapes."
         if builder is None and args.device == 'cuda':
             log('building (or loading) the CUDA RMSNorm kernel in this process')   # main() called from elsewhere
         if builder is not None:
-            log('waiting for the CUDA RMSNorm build'); builder.wait()
+            log('waiting for the CUDA RMSNorm build')
+            builder.wait()
             R['build_log'] = open(BUILD_LOG).read()[-3000:]
             log(R['build_log'].strip().splitlines()[-1] if R['build_log'].strip() else '(empty build log)')
             if 'build ok' not in R['build_log']: raise RuntimeError('the CUDA RMSNorm extension did not build')
-        t0 = time.time(); RC.load(); R['ext_load_s'] = time.time() - t0     # raises if it cannot be built
+        # raises if it cannot be built
+        t0 = time.time()
+        RC.load()
+        R['ext_load_s'] = time.time() - t0
         gen = torch.Generator(args.device).manual_seed(3)
         H = PRESETS[preset]['hidden_size']
         res = {}
@@ -225,17 +240,20 @@ def main(argv=None):
             {k: [round(f, 6) for f in v['bit_identical_frac']] for k, v in res.items()})
 
     def time_triton():
-        log('A: Triton norm'); R['runs']['triton'] = timings(S['A'], args, prompts, sp, T.setdefault('triton', {}))
+        log('A: Triton norm')
+        R['runs']['triton'] = timings(S['A'], args, prompts, sp, T.setdefault('triton', {}))
 
     def cuda_engine():
         "Engine B: every RMSNorm.kernel on the CUDA kernel, graphs captured again, warmed up, counted, timed."
         if RC.ext is None: raise RuntimeError('no CUDA RMSNorm kernel (see the build section)')
         R['prepare']['cuda'] = prepare(S['B'], RC.rms_norm, args, prompts, sp, ext=RC.ext)
         show('cuda', R['prepare']['cuda'])
-        log('B: CUDA kernel'); R['runs']['cuda'] = timings(S['B'], args, prompts, sp, T.setdefault('cuda', {}))
+        log('B: CUDA kernel')
+        R['runs']['cuda'] = timings(S['B'], args, prompts, sp, T.setdefault('cuda', {}))
 
     def time_triton_again():
-        log('A again: Triton norm'); R['runs']['triton_again'] = timings(S['A'], args, prompts, sp, T.setdefault('triton_again', {}))
+        log('A again: Triton norm')
+        R['runs']['triton_again'] = timings(S['A'], args, prompts, sp, T.setdefault('triton_again', {}))
 
     def compare():
         ref = T.get('triton')

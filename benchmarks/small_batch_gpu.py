@@ -57,7 +57,8 @@ def fused_ref(x, r, g, w, swiglu, eps=1e-6):
 def timed(f, ws, out, ref):
     "µs per call of `f(w)` over the layers' weights `ws`, once its first output checks out; else what went wrong."
     try:
-        out.fill_(float('nan')); out.copy_(f(ws[0]))
+        out.fill_(float('nan'))
+        out.copy_(f(ws[0]))
         e = rel(out, ref)
         if not (e < 1e-2 and bool(out.isfinite().all())): return dict(err=e)
         return dict(err=e, us=graph_us([lambda w=w: f(w) for w in ws]))
@@ -164,16 +165,20 @@ def e2e(builds):
                 llm.generate(prompts[:B], sp, use_tqdm=False)                # warm-up
                 ts = []
                 for _ in range(3):
-                    torch.cuda.synchronize(); t = time.perf_counter()
+                    torch.cuda.synchronize()
+                    t = time.perf_counter()
                     outs = llm.generate(prompts[:B], sp, use_tqdm=False)
-                    torch.cuda.synchronize(); ts.append(time.perf_counter() - t)
+                    torch.cuda.synchronize()
+                    ts.append(time.perf_counter() - t)
                 r = R['e2e'][f'{build} B={B}'] = dict(tok_s=B * 128 / statistics.median(ts), seconds=ts,
                                                      consts={k: list(v) if isinstance(v, tuple) else v
                                                              for k, v in consts.items()},
                                                      first_tokens=[o.outputs[0].token_ids[:16] for o in outs])
                 log(f"{build:24} batch {B}: {r['tok_s']:8.0f} tokens/s")
                 save()
-            del llm; gc.collect(); torch.cuda.empty_cache()
+            del llm
+            gc.collect()
+            torch.cuda.empty_cache()
     first = next(iter(builds))
     for B in BATCHES:
         a = R['e2e'][f'{first} B={B}']

@@ -43,7 +43,8 @@ def rows():
             res.append(r)
             best = min((k for k in r if k.startswith('(') or k == 'None'), key=r.get)
             log(f"{name:12} M={M}: cuBLAS {r['cublas']:6.1f} µs  GEMV best {r[best]:6.1f} µs {best}")
-        del ws; torch.cuda.empty_cache()
+        del ws
+        torch.cuda.empty_cache()
     R['rows'] = res
     tot = lambda M, k, pre: sum(r[k] for r in res if r['M'] == M and r['shape'].startswith(pre))
     for pre in ('0.6b', '8b'):
@@ -67,9 +68,11 @@ def engine(k, **kw): return LLM(str(ckpt()), dtype='bfloat16', device='cuda', sp
 
 def replay_ms(g, n=50):
     for _ in range(3): g.replay()
-    torch.cuda.synchronize(); t = time.perf_counter()
+    torch.cuda.synchronize()
+    t = time.perf_counter()
     for _ in range(n): g.replay()
-    torch.cuda.synchronize(); return (time.perf_counter() - t) / n * 1e3
+    torch.cuda.synchronize()
+    return (time.perf_counter() - t) / n * 1e3
 
 def packed(eng, b, k):
     """Request ids of `b` decoding sequences, and functions that pack their decode step and their verify
@@ -96,8 +99,10 @@ def steps():
             verify()
             r = dict(k=k, batch=b, decode_ms=decode_ms, verify_ms=replay_ms(G.graphs[G.key('verify', b)]))
             eng.abort_request(ids)
-            res.append(r); log(f"k={k} batch {b:2}: decode step {r['decode_ms']:.3f} ms, verify step ({k + 1} rows a sequence) {r['verify_ms']:.3f} ms")
-        del llm; torch.cuda.empty_cache()
+            res.append(r)
+            log(f"k={k} batch {b:2}: decode step {r['decode_ms']:.3f} ms, verify step ({k + 1} rows a sequence) {r['verify_ms']:.3f} ms")
+        del llm
+        torch.cuda.empty_cache()
     R['steps'] = res
 
 def e2e():
@@ -108,7 +113,10 @@ def e2e():
         spec, wall = llm.engine.stepper if k else None, [0.0]   # the SpeculativeStep strategy
         if spec is not None:                                     # wall time of each verify step (GPU + host)
             def timed(*a, _f=spec.verify):
-                t = time.perf_counter(); out = _f(*a); wall[0] += time.perf_counter() - t; return out
+                t = time.perf_counter()
+                out = _f(*a)
+                wall[0] += time.perf_counter() - t
+                return out
             spec.verify = timed
         for b in BATCHES:
             prompts = [torch.randint(0, 151643, (256,)).tolist() for _ in range(b)]
@@ -116,8 +124,12 @@ def e2e():
             llm.generate(prompts, sp, use_tqdm=False)             # warm-up
             ts, info = [], {}
             for _ in range(3):
-                s0 = (spec.steps, spec.proposed, spec.accepted) if spec else None; wall[0] = 0.0
-                t = time.perf_counter(); llm.generate(prompts, sp, use_tqdm=False); torch.cuda.synchronize(); ts.append(time.perf_counter() - t)
+                s0 = (spec.steps, spec.proposed, spec.accepted) if spec else None
+                wall[0] = 0.0
+                t = time.perf_counter()
+                llm.generate(prompts, sp, use_tqdm=False)
+                torch.cuda.synchronize()
+                ts.append(time.perf_counter() - t)
                 if spec: info = dict(verify_steps=spec.steps - s0[0], proposed=spec.proposed - s0[1], accepted=spec.accepted - s0[2], verify_wall_s=wall[0])
             r = dict(k=k, batch=b, tok_s=b * 128 / statistics.median(ts), times=ts, **info)
             if spec and info['verify_steps']:
@@ -127,7 +139,8 @@ def e2e():
             res.append(r)
             log(f"k={k} batch {b:2}: {r['tok_s']:8.0f} tok/s" + (f"  accepted {r['acceptance']:.0%}, {r['verify_steps']} verify steps,"
                 f" {r['tokens_per_verify']:.2f} tokens/seq/verify, {r['verify_ms']:.2f} ms wall/verify" if 'acceptance' in r else ''))
-        del llm; torch.cuda.empty_cache()
+        del llm
+        torch.cuda.empty_cache()
     R['e2e'] = res
     base = {r['batch']: r['tok_s'] for r in res if r['k'] == 0}
     print(f"{'k':>2} " + ' '.join(f"{'b=' + str(b):>14}" for b in base))

@@ -30,7 +30,10 @@ def _sync(device):
 
 # %% ../nbs/16_benchmarks.ipynb #7aee02ea
 def _timed(device, fn):
-    _sync(device); t0 = time.perf_counter(); out = fn(); _sync(device)
+    _sync(device)
+    t0 = time.perf_counter()
+    out = fn()
+    _sync(device)
     return time.perf_counter() - t0, out
 
 # %% ../nbs/16_benchmarks.ipynb #82018ae8
@@ -54,7 +57,8 @@ def _minillm(ckpt, device, dtype, **engine_kw):
 def _hf_model(ckpt, device, dtype):
     from transformers import AutoModelForCausalLM
     from transformers.utils import logging as hf_logging
-    hf_logging.disable_progress_bar(); hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    hf_logging.set_verbosity_error()
     return AutoModelForCausalLM.from_pretrained(ckpt, dtype=dtype).to(device).eval()
 
 # %% ../nbs/16_benchmarks.ipynb #8ecd3a69
@@ -70,7 +74,8 @@ def _hf_generate(ckpt, device, dtype, compile=False):
             raise ValueError("transformers generate takes one max_new_tokens per batch; "
                              "this workload has per-request output lengths")
         L, n = max(map(len, prompts)), max_tokens[0]
-        ids = torch.zeros(len(prompts), L, dtype=torch.long); mask = torch.zeros_like(ids)
+        ids = torch.zeros(len(prompts), L, dtype=torch.long)
+        mask = torch.zeros_like(ids)
         for i, p in enumerate(prompts):
             ids[i, L - len(p):], mask[i, L - len(p):] = torch.tensor(p), 1   # left padding
         ids, mask = ids.to(device), mask.to(device)
@@ -136,7 +141,9 @@ def resolve_model(name, device='cpu') -> Path:
 
 # %% ../nbs/16_benchmarks.ipynb #051aac31
 def _env(device):
-    try: import transformers; tv = transformers.__version__
+    try:
+        import transformers
+        tv = transformers.__version__
     except ImportError: tv = None
     dev = (torch.cuda.get_device_name(torch.device(device)) if torch.device(device).type == 'cuda'
            else platform.processor() or 'cpu')
@@ -320,10 +327,13 @@ def _wl(r): return r['label'] + (f" {r['phase']}" if r.get('phase') else '')
 def print_table(rows: list):
     "Print tok/s, ms/step, % of floor and minillm's speed-up over each peer."
     hdr = f"{'model':16} {'workload':17} {'peer':10} {'tok/s':>9} {'ms/step':>8} {'floor%':>7} {'minillm x':>9}"
-    print(hdr); print('-' * len(hdr))
+    print(hdr)
+    print('-' * len(hdr))
     for r in rows:
         head = f"{Path(str(r['model'])).name[:16]:16} {_wl(r):17} {r['peer']:10}"
-        if not r.get('tok_s'): print(f"{head} error: {str(r.get('error'))[:80]}"); continue
+        if not r.get('tok_s'):
+            print(f"{head} error: {str(r.get('error'))[:80]}")
+            continue
         mine = (1.0 if r['peer'] == 'minillm'
                 else (1 / r['ratios']['minillm'] if 'minillm' in r.get('ratios', {}) else None))
         fl = f"{r['floor_pct']:6.1f}%" if r.get('floor_pct') is not None else f"{'-':>7}"
@@ -334,7 +344,9 @@ def print_table(rows: list):
 def plot(rows: list, path=None):
     "A bar chart of tok/s per workload and peer (log scale); None when matplotlib is not installed."
     try: import matplotlib.pyplot as plt
-    except ImportError: print("matplotlib is not installed: no plot"); return None
+    except ImportError:
+        print("matplotlib is not installed: no plot")
+        return None
     ok = [r for r in rows if r.get('tok_s')]
     groups, peers = list(dict.fromkeys((r['model'], _wl(r)) for r in ok)), list(dict.fromkeys(r['peer'] for r in ok))
     fig, ax = plt.subplots(figsize=(max(6, 1.5 * len(groups)), 3.5))
@@ -440,6 +452,7 @@ def main(argv=None):
         description='Throughput of minillm next to transformers.')).parse_args(argv)
     try: run(args)
     except (RuntimeError, ValueError, OSError) as e:
-        sys.stderr.write(f"minillm bench: error: {e}\n"); sys.exit(1)
+        sys.stderr.write(f"minillm bench: error: {e}\n")
+        sys.exit(1)
 
 if __name__ == '__main__' and not in_ipython(): main()

@@ -78,7 +78,9 @@ def generate_cached(model: QwenForCausalLM, prompts: list, max_new_tokens: int,
     nxt = model.logits(model.hidden(ids, pos, cache)[:, -1]).argmax(-1)  # [B]
     for step in range(max_new_tokens):
         for i, t in enumerate(nxt.tolist()):
-            if not done[i]: out[i].append(t); done[i] = t in eos_token_ids
+            if not done[i]:
+                out[i].append(t)
+                done[i] = t in eos_token_ids
         if all(done) or step == max_new_tokens - 1: break
         # decode one token per row
         pos = cache.extend(torch.ones(B, 1, dtype=torch.bool, device=dev))

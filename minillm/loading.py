@@ -78,11 +78,14 @@ def _plan(model: QwenForCausalLM, files: list) -> list:
                 # same tensor as the embedding
                 if cfg.tie_word_embeddings and name == 'lm_head.weight': continue
                 pname, off, rows = _target(name, cfg)
-                if pname not in params: unexpected.append(name); continue
+                if pname not in params:
+                    unexpected.append(name)
+                    continue
                 want = list(params[pname].shape) if rows is None else [rows, *params[pname].shape[1:]]
                 got = list(st.get_slice(name).get_shape())
                 if got != want:
-                    bad_shape.append(f"{name}: checkpoint {got}, model {want}"); continue
+                    bad_shape.append(f"{name}: checkpoint {got}, model {want}")
+                    continue
                 filled[pname] += want[0] if want else 1
                 plan.append((f, name, pname, off, rows))
     missing = [n for n, p in params.items() if filled[n] != (p.shape[0] if p.dim() else 1)]

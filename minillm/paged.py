@@ -43,7 +43,8 @@ class BlockManager:
     hash_fn = staticmethod(hash_block)  # replaceable, e.g. by a colliding hash in tests
 
     def __init__(self, num_blocks: int, block_size: int, enable_prefix_caching: bool = True):
-        _check_int('num_blocks', num_blocks, 1); _check_int('block_size', block_size, 1)
+        _check_int('num_blocks', num_blocks, 1)
+        _check_int('block_size', block_size, 1)
         self.num_blocks, self.block_size, self.enable_prefix_caching = num_blocks, block_size, enable_prefix_caching
         self.ref_count = [0] * num_blocks
         self._free = deque(range(num_blocks))  # refcount 0, not cached
@@ -92,14 +93,16 @@ def tables(self: BlockManager, seq_ids) -> list:
 @patch
 def num_cached_tokens(self: BlockManager, seq_id) -> int:
     "Tokens of `seq_id` covered by prefix-cache hits at its first allocation."
-    self._table(seq_id); return self._num_cached[seq_id]
+    self._table(seq_id)
+    return self._num_cached[seq_id]
 
 # %% ../nbs/06_paged.ipynb #6a8cd53e
 @patch
 def slot_mapping(self: BlockManager, seq_id, start: int, end: int) -> list[int]:
     "Cache slots of positions `start..end-1` of `seq_id`."
     t, bs = self._table(seq_id), self.block_size
-    _check_int('start', start, 0, len(t) * bs); _check_int('end', end, start, len(t) * bs)
+    _check_int('start', start, 0, len(t) * bs)
+    _check_int('end', end, start, len(t) * bs)
     return [t[p // bs] * bs + p % bs for p in range(start, end)]
 
 # %% ../nbs/06_paged.ipynb #cf2aec20
@@ -114,7 +117,8 @@ def _match(self: BlockManager, token_ids):
         nh = self.hash_fn(h, toks)
         b = self._hash_to_block.get(nh)
         if b is None or self._key[b] != (rid, toks): break
-        hits.append(b); h, rid = nh, self._reg_id[b]
+        hits.append(b)
+        h, rid = nh, self._reg_id[b]
     return hits, h, rid
 
 @patch
@@ -136,7 +140,8 @@ def _take_block(self: BlockManager):
 def allocate(self: BlockManager, seq_id, token_ids, num_tokens: int,
              budget: int | None = None) -> bool:
     "Make the table of `seq_id` cover its first `num_tokens` tokens (on a first allocation at most `budget` beyond its prefix-cache hits); False (and no change) if blocks run out."
-    _check_tokens(token_ids); _check_int('num_tokens', num_tokens, 0, len(token_ids))
+    _check_tokens(token_ids)
+    _check_int('num_tokens', num_tokens, 0, len(token_ids))
     if budget is not None: _check_int('budget', budget, 0)
     table = self._tables.get(seq_id)
     # a running sequence: new blocks only, every step
@@ -176,11 +181,14 @@ def commit(self: BlockManager, seq_id, token_ids, num_computed: int):
         h = self.hash_fn(h, toks)
         b = self._hash_to_block.get(h)
         # computed twice: follow the cached copy
-        if b is not None and self._key[b] == (rid, toks): rid = self._reg_id[b]; continue
+        if b is not None and self._key[b] == (rid, toks):
+            rid = self._reg_id[b]
+            continue
         if b is not None: self._uncache(b)         # a collision or an orphan: the newest block wins
         b = table[i]
         self._hash_to_block[h], self._hash[b], self._key[b] = b, h, (rid, toks)
-        self._reg_id[b] = rid = self._next_id; self._next_id += 1
+        self._reg_id[b] = rid = self._next_id
+        self._next_id += 1
     self._chain[seq_id] = (max(done, num_computed // bs), h, rid)
 
 # %% ../nbs/06_paged.ipynb #cf2aec22
@@ -200,7 +208,9 @@ def _uncache(self: BlockManager, b):
     "Drop block `b` from the prefix cache (back to the free list if nobody holds it)."
     del self._hash_to_block[self._hash[b]]
     self._hash[b] = self._key[b] = self._reg_id[b] = None
-    if self.ref_count[b] == 0: del self._evictable[b]; self._free.append(b)
+    if self.ref_count[b] == 0:
+        del self._evictable[b]
+        self._free.append(b)
 
 # %% ../nbs/06_paged.ipynb #eb1a257d
 @patch

@@ -19,10 +19,12 @@ def timed_calls(targets, acc: dict, sync):
     for obj, name, phase, synced in targets:
         had, f = name in vars(obj), getattr(obj, name)
         def wrapper(*a, _f=f, _p=phase, _s=sync if synced else nop, **k):
-            _s(); t0 = time.perf_counter()
+            _s()
+            t0 = time.perf_counter()
             try: return _f(*a, **k)
             finally:
-                _s(); acc[_p] = acc.get(_p, 0.0) + time.perf_counter() - t0
+                _s()
+                acc[_p] = acc.get(_p, 0.0) + time.perf_counter() - t0
         saved.append((obj, name, had, vars(obj).get(name)))
         setattr(obj, name, wrapper)
     try: yield acc
@@ -68,11 +70,15 @@ def _phase_run(llm, prompts, params, sync) -> tuple:
     acc, steps = {}, [0]
     with timed_calls(_phases(eng), acc, sync):
         inner = eng.scheduler.schedule
-        def counted(*a, **k): steps[0] += 1; return inner(*a, **k)
+        def counted(*a, **k):
+            steps[0] += 1
+            return inner(*a, **k)
         eng.scheduler.schedule = counted
         try:
-            sync(); t0 = time.perf_counter()
-            llm.generate(prompts, params, use_tqdm=False); sync()
+            sync()
+            t0 = time.perf_counter()
+            llm.generate(prompts, params, use_tqdm=False)
+            sync()
             synced = time.perf_counter() - t0
         finally: eng.scheduler.schedule = inner
     return acc, steps[0], synced
@@ -83,8 +89,10 @@ def _profiled_run(llm, prompts, params, cuda: bool, sync, top: int) -> tuple:
     acts = ([torch.profiler.ProfilerActivity.CPU]
             + ([torch.profiler.ProfilerActivity.CUDA] if cuda else []))
     with torch.profiler.profile(activities=acts) as prof:
-        sync(); t0 = time.perf_counter()
-        llm.generate(prompts, params, use_tqdm=False); sync()
+        sync()
+        t0 = time.perf_counter()
+        llm.generate(prompts, params, use_tqdm=False)
+        sync()
         prof_wall = time.perf_counter() - t0
     ev = _device_events(prof.key_averages()) if cuda else prof.key_averages()
     busy = _busy_us(prof.events()) / 1e6 if cuda else None
@@ -98,8 +106,10 @@ def profile_engine(llm, prompts, params, top: int = 8) -> dict:
     eng = llm.engine
     cuda = eng.device.type == 'cuda'
     sync = torch.cuda.synchronize if cuda else (lambda: None)
-    sync(); t0 = time.perf_counter()
-    outs = llm.generate(prompts, params, use_tqdm=False); sync()
+    sync()
+    t0 = time.perf_counter()
+    outs = llm.generate(prompts, params, use_tqdm=False)
+    sync()
     wall = time.perf_counter() - t0
     n_out = sum(len(o.outputs[0].token_ids) for o in outs)
     acc, steps, synced = _phase_run(llm, prompts, params, sync)

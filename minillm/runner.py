@@ -149,7 +149,8 @@ def pack(self: ModelRunner,
     tables = bm.tables([s.seq_id for s in seqs]) if seqs else []     # no manager for all-padding
     lens = np.array([len(t) for t in tables])
     S, L = len(seqs), np.array([len(x) for x in new], dtype=np.int32)
-    qsl = np.zeros(S + 1, dtype=np.int32); np.cumsum(L, out=qsl[1:])
+    qsl = np.zeros(S + 1, dtype=np.int32)
+    np.cumsum(L, out=qsl[1:])
     N, stop = int(qsl[-1]), np.array(start, dtype=np.int32) + L       # context after the step
     # drafts: every token samples; else a sequence whose last token is computed samples it
     samp = (np.ones(S, dtype=bool) if drafts

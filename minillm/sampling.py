@@ -126,7 +126,8 @@ def apply_min_tokens(logits, params, output_ids, eos_token_ids=()):
     for i, p in enumerate(params):
         if len(output_ids[i]) < p.min_tokens:
             ids = sorted({t for t in (*eos_token_ids, *p.stop_token_ids) if 0 <= t < V})
-            rows += [i] * len(ids); cols += ids
+            rows += [i] * len(ids)
+            cols += ids
     if rows:
         logits[torch.tensor(rows, device=logits.device),
                torch.tensor(cols, device=logits.device)] = float('-inf')
@@ -164,7 +165,9 @@ def apply_top_k_top_p(logits, k, p):
     # below the k-th value
     srt = srt.masked_fill(srt < srt.gather(1, (k - 1)[:, None]), float('-inf'))
     probs = srt.softmax(-1)
-    above = probs.cumsum(-1).roll(1, -1); above[:, 0] = 0   # mass ranked strictly above
+    # mass ranked strictly above
+    above = probs.cumsum(-1).roll(1, -1)
+    above[:, 0] = 0
     drop = (above >= p[:, None]) & (p < 1)[:, None]
     srt = srt.masked_fill(drop, float('-inf'))
     return torch.empty_like(logits).scatter_(1, order, srt)

@@ -43,7 +43,8 @@ def capped(self: Sequence) -> bool:   # nothing left to run
 @patch
 def reserve(self: Sequence):
     "Count a token that a launched step is sampling on the device, before its value is known."
-    self.token_ids.append(-1); self.pending += 1
+    self.token_ids.append(-1)
+    self.pending += 1
 @patch
 def append(self: Sequence, tok: int):
     "Add a sampled token (in the first placeholder's place, if any)."
@@ -87,14 +88,20 @@ def schedule(self: Scheduler) -> SchedulerOutput:
     i = 0
     while i < len(self.running) and budget > 0:                       # 1. running, oldest first
         seq = self.running[i]
-        if seq.capped: i += 1; continue                                # its last token is in flight
+        # its last token is in flight
+        if seq.capped:
+            i += 1
+            continue
         n = min(seq.num_tokens - seq.num_computed, budget)
         while not self.bm.allocate(seq.seq_id, seq.token_ids, seq.num_computed + n):
             victim = self.running.pop()                                # the newest
-            self._preempt(victim); preempted.append(victim)
+            self._preempt(victim)
+            preempted.append(victim)
             if victim is seq: break
         else:
-            scheduled.append((seq, n)); budget -= n; i += 1
+            scheduled.append((seq, n))
+            budget -= n
+            i += 1
             continue
         break
     # 2. admit
@@ -105,8 +112,11 @@ def schedule(self: Scheduler) -> SchedulerOutput:
         seq.num_computed = self.bm.num_cached_tokens(seq.seq_id)
         if seq.num_cached_tokens is None: seq.num_cached_tokens = seq.num_computed
         n = min(seq.num_tokens - seq.num_computed, budget)
-        self.waiting.popleft(); self.running.append(seq); seq.status = RUNNING
-        scheduled.append((seq, n)); budget -= n
+        self.waiting.popleft()
+        self.running.append(seq)
+        seq.status = RUNNING
+        scheduled.append((seq, n))
+        budget -= n
     return SchedulerOutput(scheduled, preempted)
 
 # %% ../nbs/08_scheduler.ipynb #ab5a9ce6

@@ -126,8 +126,15 @@ def measure_bandwidth(device='cuda', gib: float = 4.0, iters: int = 10) -> dict:
     for i in range(iters + 2):
         if cuda:
             a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            a.record(); dst.copy_(src); b.record(); b.synchronize(); dt = a.elapsed_time(b) / 1e3
-        else: t0 = time.perf_counter(); dst.copy_(src); dt = time.perf_counter() - t0
+            a.record()
+            dst.copy_(src)
+            b.record()
+            b.synchronize()
+            dt = a.elapsed_time(b) / 1e3
+        else:
+            t0 = time.perf_counter()
+            dst.copy_(src)
+            dt = time.perf_counter() - t0
         if i >= 2: times.append(dt)
     if not torch.equal(dst, src): raise RuntimeError("the bandwidth copy produced wrong data")
     t = statistics.median(times)

@@ -26,7 +26,9 @@ def haystack(where: str) -> str:
         p = root/ref if '/' in ref else root/'nbs'/f'{ref}.ipynb'
         files = sorted(p.glob('*.json')) if p.is_dir() else [p] if p.exists() else []
         for f in files:
-            if f.suffix != '.ipynb': texts.append(f.read_text()); continue
+            if f.suffix != '.ipynb':
+                texts.append(f.read_text())
+                continue
             for c in json.loads(f.read_text())['cells']:
                 texts.append(''.join(c['source']))
                 for o in c.get('outputs', []):
@@ -51,7 +53,9 @@ def main() -> int:
     missing = []
     for what, result, where in rows(md):
         text = haystack(where)
-        if not text: missing.append(f"{what}: nothing to check against in {where}"); continue
+        if not text:
+            missing.append(f"{what}: nothing to check against in {where}")
+            continue
         pool = numbers(text)
         missing += [f"{what}: {s} not in {where}" for v, d, s in numbers(result) if not found(v, d, pool)]
     for m in missing: print(m)

@@ -28,7 +28,9 @@ def run_section(fn, results, save, name=None):
     log('==', name)
     try: fn()
     except Exception:
-        results['errors'][name] = traceback.format_exc(); log('FAILED', name); print(results['errors'][name])
+        results['errors'][name] = traceback.format_exc()
+        log('FAILED', name)
+        print(results['errors'][name])
     save()
 
 def decoding(eng, b: int, tag: str = 'bench'):

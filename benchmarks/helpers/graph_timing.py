@@ -10,7 +10,8 @@ def graph_us(calls, rep: int = 20) -> float:
         for c in calls: c()
         return (time.perf_counter() - t) * 1e6 / len(calls)
     from triton.testing import do_bench
-    st = torch.cuda.Stream(); st.wait_stream(torch.cuda.current_stream())
+    st = torch.cuda.Stream()
+    st.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(st):
         for c in calls: c()                                   # compile, settle the allocator
     torch.cuda.current_stream().wait_stream(st)

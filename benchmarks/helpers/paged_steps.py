@@ -11,7 +11,9 @@ def paged_step(ctxs, hq=16, hkv=8, d=128, bs=16, dtype=torch.bfloat16, device='c
     perm, i = torch.randperm(nblk, device=device, generator=generator).int(), 0
     bt = torch.zeros(S, -(-max(ctxs) // bs), dtype=torch.int32, device=device)
     for r, c in enumerate(ctxs):
-        n = -(-c // bs); bt[r, :n] = perm[i:i + n]; i += n
+        n = -(-c // bs)
+        bt[r, :n] = perm[i:i + n]
+        i += n
     return rand(S, hq, d), kc, vc, bt, torch.tensor(ctxs, dtype=torch.int32, device=device)
 
 def reference(q, kc, vc, bt, lens):

@@ -29,5 +29,6 @@ def rms_norm(x, weight, eps: float = 1e-6, residual=None):
     return tuple(load().fused_add_rms_norm(x, residual.contiguous(), weight, float(eps)))
 
 if __name__ == '__main__':
-    t0 = time.time(); load()
+    t0 = time.time()
+    load()
     print('rmsnorm build ok', round(time.time() - t0, 1), 's')

@@ -155,7 +155,8 @@ def _store_kv_kernel(k_ptr, v_ptr, kc_ptr, vc_ptr, slot_ptr,
 # %% ../../nbs/10_triton_attention.ipynb #acf6d84c
 def store_kv(k, v, k_cache, v_cache, slot_mapping):
     "Write k, v `[N, Hkv, D]` into the paged caches at `slot_mapping` `[N]` (slot -1: skip), in place."
-    _check_rows('k', k, 3); _check_rows('v', v, 3)
+    _check_rows('k', k, 3)
+    _check_rows('v', v, 3)
     if k.shape != v.shape:
         raise ValueError(f"k {tuple(k.shape)} and v {tuple(v.shape)} must have the same shape")
     if v.dtype != k.dtype: raise TypeError(f"v dtype {v.dtype} must match k dtype {k.dtype}")
