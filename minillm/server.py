@@ -16,8 +16,9 @@ from .tokenizer import chat_prompt, load_tokenizer
 from .engine import EngineConfig, LLMEngine, is_token_ids
 
 # %% auto #0
-__all__ = ['FIELDS', 'EngineProcess', 'APIError', 'request_params', 'make_params', 'completion_prompts', 'completion_logprobs',
-           'chat_logprobs', 'usage', 'sse', 'Metrics', 'Server', 'serve', 'server_process']
+__all__ = ['FIELDS', 'MAX_LOGPROBS', 'NOT_IMPLEMENTED', 'EngineProcess', 'APIError', 'request_params', 'make_params',
+           'completion_prompts', 'refuse_unsupported', 'completion_logprobs', 'chat_logprobs', 'usage', 'sse',
+           'Metrics', 'Server', 'serve', 'server_process']
 
 # %% ../nbs/09b_server.ipynb #9b000008
 def _wire(o) -> tuple:
@@ -223,6 +224,12 @@ class APIError(Exception):
 FIELDS = ('n', 'temperature', 'top_p', 'top_k', 'min_p', 'presence_penalty', 'frequency_penalty',
           'repetition_penalty', 'seed', 'stop', 'stop_token_ids', 'ignore_eos', 'min_tokens',
           'skip_special_tokens')
+MAX_LOGPROBS = 20   # the most top logprobs a token may ask for (OpenAI's chat limit, vLLM's default)
+
+def _logprobs(name: str, v) -> int:
+    if type(v) is not int or not 0 <= v <= MAX_LOGPROBS:
+        raise APIError(f"{name} must be an int in [0, {MAX_LOGPROBS}], got {v!r}", name)
+    return v
 
 def request_params(body: dict, chat: bool) -> dict:
     "The `SamplingParams` fields of an OpenAI request body, `max_tokens` None where the request leaves it open."
@@ -232,10 +239,13 @@ def request_params(body: dict, chat: bool) -> dict:
         if body.get('logprobs') not in (None, True, False):
             raise APIError(f"logprobs must be a bool for chat completions, "
                            f"got {body['logprobs']!r}", 'logprobs')
-        if body.get('logprobs'): kw['logprobs'] = body.get('top_logprobs') or 0
+        top = body.get('top_logprobs')
+        if top is not None and not body.get('logprobs'):
+            raise APIError("top_logprobs needs logprobs: true", 'top_logprobs')
+        if body.get('logprobs'): kw['logprobs'] = _logprobs('top_logprobs', top or 0)
     else:
         kw['max_tokens'] = body.get('max_tokens', 16)
-        if body.get('logprobs') is not None: kw['logprobs'] = body['logprobs']
+        if body.get('logprobs') is not None: kw['logprobs'] = _logprobs('logprobs', body['logprobs'])
     return kw
 
 # %% ../nbs/09b_server.ipynb #aa8ed69d
@@ -254,6 +264,19 @@ def completion_prompts(body: dict) -> list:
     if isinstance(p, list) and p and all(isinstance(x, str) or ids(x) for x in p): return p
     raise APIError("prompt must be a string, a list of strings, a list of token ids, "
                    "or a list of those", 'prompt')
+
+# %% ../nbs/09b_server.ipynb #9ee1ffc6
+# the fields this server does not implement, and the values that ask for nothing
+NOT_IMPLEMENTED = dict(echo=(False,), suffix=('',), best_of=(1,), logit_bias=({},),
+                       response_format=({'type': 'text'},), tools=([],), tool_choice=('none',),
+                       functions=([],), function_call=('none',))
+
+def refuse_unsupported(body: dict):
+    "Raise a 400 naming the first field whose value asks for something this server does not do."
+    for k, no_op in NOT_IMPLEMENTED.items():
+        v = body.get(k)
+        if v is None or v in no_op or (k == 'best_of' and v == body.get('n', 1)): continue
+        raise APIError(f"{k} is not supported by this server, got {v!r}; leave it out", k)
 
 # %% ../nbs/09b_server.ipynb #9b000013
 def _tok(tok, t) -> str: return tok.decode([t])
@@ -352,6 +375,10 @@ async def _body(request) -> dict:
     if not isinstance(body, dict): raise APIError("the request body must be a JSON object")
     if body.get('stream') not in (None, True, False):
         raise APIError(f"stream must be a bool, got {body['stream']!r}", 'stream')
+    so = body.get('stream_options')
+    if so is not None and (not isinstance(so, dict) or so.get('include_usage') not in (None, True, False)):
+        raise APIError(f"stream_options must be an object whose include_usage is a bool, got {so!r}",
+                       'stream_options')
     return body
 
 # %% ../nbs/09b_server.ipynb #ffcf8974
@@ -361,6 +388,8 @@ def _prompts(self: Server, body: dict, chat: bool) -> list:
     tok = self.engine.tokenizer
     if chat:
         kw, gen = body.get('chat_template_kwargs') or {}, body.get('add_generation_prompt', True)
+        if not isinstance(kw, dict):
+            raise APIError(f"chat_template_kwargs must be an object, got {kw!r}", 'chat_template_kwargs')
         try: texts = [chat_prompt(tok, body.get('messages'), body.get('chat_template'), gen, **kw)]
         except (ValueError, TypeError) as e: raise APIError(str(e), 'messages') from None
     else: texts = completion_prompts(body)
@@ -374,6 +403,7 @@ async def complete(self: Server, request, chat: bool):
     if body.get('model') not in (None, self.model_name):
         raise APIError(f"model {body['model']!r} does not exist; "
                        f"this server serves {self.model_name!r}", 'model', 404)
+    refuse_unsupported(body)
     kw, prompts = request_params(body, chat), self._prompts(body, chat)
     params = [make_params(kw, len(ids), self.engine.max_model_len) for ids in prompts]
     rid, q = f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}", asyncio.Queue()
