@@ -266,10 +266,14 @@ def completion_prompts(body: dict) -> list:
                    "or a list of those", 'prompt')
 
 # %% ../nbs/09b_server.ipynb #9ee1ffc6
-# the fields this server does not implement, and the values that ask for nothing
+# the fields this server does not implement, and the values that ask for nothing: OpenAI's, then vLLM's
 NOT_IMPLEMENTED = dict(echo=(False,), suffix=('',), best_of=(1,), logit_bias=({},),
                        response_format=({'type': 'text'},), tools=([],), tool_choice=('none',),
-                       functions=([],), function_call=('none',))
+                       functions=([],), function_call=('none',),
+                       guided_json=(), guided_regex=(), guided_choice=(), guided_grammar=(),
+                       structured_outputs=(), use_beam_search=(False,), prompt_logprobs=(),
+                       include_stop_str_in_output=(False,), continue_final_message=(False,),
+                       allowed_token_ids=(), bad_words=([],), truncate_prompt_tokens=())
 
 def refuse_unsupported(body: dict):
     "Raise a 400 naming the first field whose value asks for something this server does not do."
