@@ -4,7 +4,7 @@
 
 # %% ../nbs/20_cli.ipynb #e4ef96ae
 from __future__ import annotations
-import argparse, sys, time
+import argparse, os, sys, time
 from pathlib import Path
 
 # %% auto #0
@@ -73,6 +73,9 @@ def _serve_args(p):
     p.add_argument('--gpu-memory-utilization', type=float, default=0.9,
                    help='share of the GPU to use (default: 0.9)')
     p.add_argument('--quantization', choices=('int8',), default=None, help='int8 weights (default: none)')
+    p.add_argument('--api-key', default=os.environ.get('MINILLM_API_KEY'),
+                   help="clients must send 'Authorization: Bearer KEY' to /v1 (default: $MINILLM_API_KEY, "
+                        "else no key)")
 
 # %% ../nbs/20_cli.ipynb #b31c3f6c
 def build_parser():
@@ -121,7 +124,7 @@ def serve_cmd(args):
     keys = ('model', 'dtype', 'device', 'max_model_len', 'max_num_seqs', 'max_num_batched_tokens',
             'gpu_memory_utilization', 'speculative_tokens', 'quantization')
     serve(EngineConfig(**{k: getattr(args, k) for k in keys}),
-          args.host, args.port, args.served_model_name)
+          args.host, args.port, args.served_model_name, api_key=args.api_key)
 
 # %% ../nbs/20_cli.ipynb #b9af382e
 def main(argv=None):

@@ -4,12 +4,12 @@
 
 # %% ../nbs/09b_server.ipynb #9b000005
 from __future__ import annotations
-import asyncio, json, signal, subprocess, sys, tempfile, threading, time, traceback, uuid
+import asyncio, hmac, json, signal, subprocess, sys, tempfile, threading, time, traceback, uuid
 import multiprocessing as mp, urllib.request
 from contextlib import asynccontextmanager, contextmanager
 import uvicorn
 from fastcore.basics import patch
-from fastapi import FastAPI, Request
+from fastapi import Depends, FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from .sampling import SamplingParams
 from .tokenizer import chat_prompt, load_tokenizer
@@ -215,7 +215,8 @@ class APIError(Exception):
         super().__init__(message)
         self.message, self.param, self.status = message, param, status
     def body(self) -> dict:
-        kind = {400: 'BadRequestError', 404: 'NotFoundError', 503: 'ServiceUnavailableError'}
+        kind = {400: 'BadRequestError', 401: 'AuthenticationError', 404: 'NotFoundError',
+                503: 'ServiceUnavailableError'}
         kind = kind.get(self.status, 'InternalServerError')
         return {'error': {'message': self.message, 'type': kind, 'param': self.param,
                           'code': self.status}}
@@ -339,9 +340,12 @@ def text(self: Metrics) -> bytes:
 # %% ../nbs/09b_server.ipynb #9b000017
 class Server:
     "The OpenAI-compatible API over an `EngineProcess`: `app` is the ASGI application."
-    def __init__(self, engine: EngineProcess, model_name: str):
+    def __init__(self, engine: EngineProcess, model_name: str,
+                 api_key: str | None = None):   # when set, /v1 needs `Authorization: Bearer <api_key>`
         self.engine, self.model_name, self.metrics = engine, model_name, Metrics(engine)
+        self.api_key = api_key
         self.app = app = FastAPI(title='minillm', lifespan=self._lifespan)
+        v1 = dict(dependencies=[Depends(self._check_key)])
 
         @app.exception_handler(APIError)
         async def api_error(request, e: APIError):
@@ -349,14 +353,14 @@ class Server:
         @app.get('/health')
         async def health():
             return Response(status_code=503 if engine.stopping or engine.stopped else 200)
-        @app.get('/v1/models')
+        @app.get('/v1/models', **v1)
         async def models(): return dict(object='list', data=[self._model_card()])
         @app.get('/metrics')
         async def metrics():
             return Response(self.metrics.text(), media_type='text/plain; version=0.0.4')
-        @app.post('/v1/completions')
+        @app.post('/v1/completions', **v1)
         async def completions(request: Request): return await self.complete(request, chat=False)
-        @app.post('/v1/chat/completions')
+        @app.post('/v1/chat/completions', **v1)
         async def chat(request: Request): return await self.complete(request, chat=True)
 
 # %% ../nbs/09b_server.ipynb #f2a506b0
@@ -364,6 +368,15 @@ class Server:
 def _model_card(self: Server) -> dict:
     return dict(id=self.model_name, object='model', created=0, owned_by='minillm',
                 max_model_len=self.engine.max_model_len)
+
+# %% ../nbs/09b_server.ipynb #4f3248e8
+@patch
+def _check_key(self: Server, request: Request):
+    "A 401 for a /v1 request without the server's API key (none set: every request passes)."
+    if self.api_key is None: return
+    got = request.headers.get('authorization', '').encode()
+    if not hmac.compare_digest(got, f'Bearer {self.api_key}'.encode()):
+        raise APIError("missing or wrong API key: send 'Authorization: Bearer <key>' with the server's key", status=401)
 
 # %% ../nbs/09b_server.ipynb #07fb563f
 @patch
@@ -576,9 +589,9 @@ class _Uvicorn(uvicorn.Server):
 
 # %% ../nbs/09b_server.ipynb #36591cbe
 def serve(config: EngineConfig, host: str = '127.0.0.1', port: int = 8000,
-          model_name: str | None = None, grace: float = 3.0):
+          model_name: str | None = None, grace: float = 3.0, api_key: str | None = None):
     "Serve `config`'s model with the OpenAI API at http://host:port/v1 until interrupted."
-    server = Server(EngineProcess(config), model_name or str(config.model))
+    server = Server(EngineProcess(config), model_name or str(config.model), api_key)
     print(f"minillm: serving {server.model_name!r} at http://{host}:{port}/v1 (Ctrl-C stops)",
           flush=True)
     try: _Uvicorn(server, grace, host=host, port=port).run()
