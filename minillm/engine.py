@@ -307,9 +307,8 @@ def add_request(self: LLMEngine,
     text = prompt if isinstance(prompt, str) else None
     req = Request(request_id, text, ids, choices, stream, later, metrics=RequestMetrics(now))
     self.requests[request_id] = req
-    for c in choices:
-        self._by_seq[c.seq.seq_id] = req, c
-        if c.seq not in later: self.scheduler.add(c.seq)
+    for c in choices: self._by_seq[c.seq.seq_id] = req, c
+    for c in choices[:1] if later else choices: self.scheduler.add(c.seq)
     return request_id
 
 # %% ../nbs/09_engine.ipynb #955ee565
