@@ -49,13 +49,22 @@ def reset_prefix_cache(self: LLM) -> int:
     with self._lock: return self._engine().block_manager.reset_prefix_cache()
 
 # %% ../nbs/09a_llm.ipynb #34f64752
+def _unwrap(p):
+    "A vLLM prompt dict, `{'prompt': str}` or `{'prompt_token_ids': ids}`, as its str or ids; else `p` as it is."
+    if not isinstance(p, dict): return p
+    if len(p) != 1 or not set(p) <= {'prompt', 'prompt_token_ids'}:
+        raise ValueError("a prompt dict must have one key, 'prompt' or 'prompt_token_ids'; "
+                         f"got {sorted(p)}")
+    return next(iter(p.values()))
+
 def normalize_prompts(prompts, sampling_params):
-    "(list of prompts, list of SamplingParams); one prompt may be a str or a list of token ids."
-    if isinstance(prompts, str) or (is_token_ids(prompts) and bool(prompts)): prompts = [prompts]
+    "(list of prompts, list of SamplingParams); one prompt may be a str, a list of token ids or a prompt dict."
+    if isinstance(prompts, (str, dict)) or (is_token_ids(prompts) and bool(prompts)): prompts = [prompts]
     elif not isinstance(prompts, (list, tuple)):
-        raise TypeError("prompts must be a str, a list of token ids, or a list of those; "
+        raise TypeError("prompts must be a str, a list of token ids, a prompt dict, or a list of those; "
                         f"got {type(prompts).__name__}")
-    prompts, sp = list(prompts), SamplingParams() if sampling_params is None else sampling_params
+    prompts = [_unwrap(p) for p in prompts]
+    sp = SamplingParams() if sampling_params is None else sampling_params
     if isinstance(sp, (list, tuple)):
         if len(sp) != len(prompts):
             raise ValueError(f"sampling_params has {len(sp)} entries for {len(prompts)} prompts; "
