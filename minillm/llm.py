@@ -5,6 +5,7 @@
 # %% ../nbs/09a_llm.ipynb #9a000003
 from __future__ import annotations
 import itertools, threading, time, warnings
+from dataclasses import fields
 from fastcore.basics import patch
 from .loading import DEFAULT_MODEL
 from .sampling import SamplingParams
@@ -13,13 +14,24 @@ from .engine import EngineConfig, LLMEngine, is_token_ids
 from .tokenizer import chat_prompt
 
 # %% auto #0
-__all__ = ['LLM', 'normalize_prompts']
+__all__ = ['engine_config', 'LLM', 'normalize_prompts']
+
+# %% ../nbs/09a_llm.ipynb #df359c7a
+def engine_config(model: str, **kwargs) -> EngineConfig:
+    "The `EngineConfig` of `LLM(model, **kwargs)`; an unknown option is named, with the options there are."
+    names = [f.name for f in fields(EngineConfig)]
+    unknown = sorted(set(kwargs) - set(names))
+    if unknown:
+        hint = " (vLLM's enforce_eager=True is cuda_graphs='off')" if 'enforce_eager' in unknown else ''
+        raise TypeError(f"unknown LLM option(s) {', '.join(unknown)}{hint}; "
+                        f"the options are EngineConfig's: {', '.join(names[1:])}")
+    return EngineConfig(model=model, **kwargs)
 
 # %% ../nbs/09a_llm.ipynb #9a000006
 class LLM:
     "Offline inference over one shared engine: `LLM(model).generate(prompts, sampling_params)`."
     def __init__(self, model: str = DEFAULT_MODEL, **kwargs):
-        self.engine = LLMEngine(EngineConfig(model=model, **kwargs))
+        self.engine = LLMEngine(engine_config(model, **kwargs))
         self.tokenizer, self.config = self.engine.tokenizer, self.engine.config
         self._lock = threading.Lock()              # one engine call (add, abort, step) at a time
         self._inbox = {}                           # request id -> outputs its caller has not taken
