@@ -376,7 +376,8 @@ def _check_key(self: Server, request: Request):
     if self.api_key is None: return
     got = request.headers.get('authorization', '').encode()
     if not hmac.compare_digest(got, f'Bearer {self.api_key}'.encode()):
-        raise APIError("missing or wrong API key: send 'Authorization: Bearer <key>' with the server's key", status=401)
+        raise APIError("missing or wrong API key: send 'Authorization: Bearer <key>' "
+                       "with the server's key", status=401)
 
 # %% ../nbs/09b_server.ipynb #07fb563f
 @patch
