@@ -362,6 +362,10 @@ class Server:
         async def completions(request: Request): return await self.complete(request, chat=False)
         @app.post('/v1/chat/completions', **v1)
         async def chat(request: Request): return await self.complete(request, chat=True)
+        @app.post('/tokenize')
+        async def tokenize(request: Request): return self.tokenize(await _body(request))
+        @app.post('/detokenize')
+        async def detokenize(request: Request): return self.detokenize(await _body(request))
 
 # %% ../nbs/09b_server.ipynb #f2a506b0
 @patch
@@ -413,14 +417,18 @@ def _prompts(self: Server, body: dict, chat: bool) -> list:
     else: texts = completion_prompts(body)
     return [tok.encode(t) if isinstance(t, str) else list(t) for t in texts]
 
+@patch
+def _check_model(self: Server, body: dict):
+    if body.get('model') not in (None, self.model_name):
+        raise APIError(f"model {body['model']!r} does not exist; "
+                       f"this server serves {self.model_name!r}", 'model', 404)
+
 # %% ../nbs/09b_server.ipynb #4f90e707
 @patch
 async def complete(self: Server, request, chat: bool):
     "Serve a completion or chat completion request."
     body = await _body(request)
-    if body.get('model') not in (None, self.model_name):
-        raise APIError(f"model {body['model']!r} does not exist; "
-                       f"this server serves {self.model_name!r}", 'model', 404)
+    self._check_model(body)
     refuse_unsupported(body)
     kw, prompts = request_params(body, chat), self._prompts(body, chat)
     params = [make_params(kw, len(ids), self.engine.max_model_len) for ids in prompts]
@@ -441,6 +449,25 @@ async def complete(self: Server, request, chat: bool):
         usage_too = bool((body.get('stream_options') or {}).get('include_usage'))
         return StreamingResponse(call.events(usage_too), media_type='text/event-stream')
     return JSONResponse(await call.result(request))
+
+# %% ../nbs/09b_server.ipynb #cee3b427
+@patch
+def tokenize(self: Server, body: dict) -> dict:
+    "vLLM's `/tokenize`: the token ids of a `prompt`, or of `messages` through the chat template."
+    self._check_model(body)
+    ids = self._prompts(body, chat='messages' in body)
+    if len(ids) != 1: raise APIError("prompt must be one string or one list of token ids", 'prompt')
+    return dict(count=len(ids[0]), max_model_len=self.engine.max_model_len, tokens=ids[0])
+
+@patch
+def detokenize(self: Server, body: dict) -> dict:
+    "vLLM's `/detokenize`: the text of `tokens`."
+    self._check_model(body)
+    toks = body.get('tokens')
+    if not is_token_ids(toks) or min(toks, default=0) < 0:
+        raise APIError(f"tokens must be a list of token ids >= 0, got {toks!r:.80}", 'tokens')
+    try: return dict(prompt=self.engine.tokenizer.decode(toks))
+    except Exception as e: raise APIError(f"tokens cannot be decoded: {e}", 'tokens') from None
 
 # %% ../nbs/09b_server.ipynb #9b000020
 class _Call:
