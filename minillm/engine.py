@@ -19,7 +19,7 @@ from .outputs import CompletionOutput, RequestMetrics, RequestOutput, detokenize
 
 # %% auto #0
 __all__ = ['PLUGINS', 'EngineConfig', 'resolve_features', 'Choice', 'Request', 'PlainStep', 'LLMEngine', 'activation_reserve',
-           'is_token_ids']
+           'is_token_ids', 'check_fits']
 
 # %% ../nbs/09_engine.ipynb #43222316
 def _is_int(v) -> bool: return isinstance(v, int) and not isinstance(v, bool)
@@ -259,6 +259,14 @@ def is_token_ids(p) -> bool:
     "Is `p` a prompt given as token ids (a list or tuple of ints)?"
     return isinstance(p, (list, tuple)) and all(type(t) is int for t in p)
 
+# %% ../nbs/09_engine.ipynb #2f3b3e25
+def check_fits(prompt_len: int, max_tokens: int, max_model_len: int):
+    "Raise a ValueError when a prompt of `prompt_len` tokens and `max_tokens` more exceed `max_model_len`."
+    total = prompt_len + max_tokens
+    if total > max_model_len:
+        raise ValueError(f"prompt ({prompt_len} tokens) + max_tokens ({max_tokens}) = {total} "
+                         f"exceeds max_model_len ({max_model_len})")
+
 # %% ../nbs/09_engine.ipynb #e28384b2
 @patch
 def _prompt_ids(self: LLMEngine, prompt, params) -> list:
@@ -272,10 +280,8 @@ def _prompt_ids(self: LLMEngine, prompt, params) -> list:
     if not ids: raise ValueError("the prompt is empty")
     bad = [t for t in ids if not 0 <= t < V]
     if bad: raise ValueError(f"prompt token id {bad[0]} is outside the vocabulary [0, {V})")
+    check_fits(n, params.max_tokens, self.max_model_len)
     total = n + params.max_tokens
-    if total > self.max_model_len:
-        raise ValueError(f"prompt ({n} tokens) + max_tokens ({params.max_tokens}) = {total} "
-                         f"exceeds max_model_len ({self.max_model_len})")
     need = math.ceil(total / self.config.block_size)
     if need > self.num_blocks:
         raise ValueError(f"the request needs {need} KV blocks ({total} tokens) "

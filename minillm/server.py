@@ -6,6 +6,7 @@
 from __future__ import annotations
 import asyncio, hmac, json, signal, subprocess, sys, tempfile, threading, time, traceback, uuid
 import multiprocessing as mp, urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager, contextmanager
 import uvicorn
 from fastcore.basics import patch
@@ -13,7 +14,7 @@ from fastapi import Depends, FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from .sampling import SamplingParams
 from .tokenizer import chat_prompt, load_tokenizer
-from .engine import EngineConfig, LLMEngine, is_token_ids
+from .engine import EngineConfig, LLMEngine, check_fits, is_token_ids
 
 # %% auto #0
 __all__ = ['FIELDS', 'MAX_LOGPROBS', 'NOT_IMPLEMENTED', 'EngineProcess', 'APIError', 'request_params', 'make_params',
@@ -254,8 +255,12 @@ def make_params(kw: dict, prompt_len: int, max_model_len: int) -> SamplingParams
     "`SamplingParams` for a prompt of `prompt_len` tokens; an open `max_tokens` takes the context that is left."
     kw = dict(kw, max_tokens=kw['max_tokens'] if kw['max_tokens'] is not None
               else max(1, max_model_len - prompt_len))
-    try: return SamplingParams(**kw)
+    try: params = SamplingParams(**kw)
     except ValueError as e: raise APIError(str(e), str(e).split()[0]) from None
+    # refused here, a long prompt never travels to the engine process
+    try: check_fits(prompt_len, params.max_tokens, max_model_len)
+    except ValueError as e: raise APIError(str(e), 'max_tokens') from None
+    return params
 
 # %% ../nbs/09b_server.ipynb #855a63f5
 def completion_prompts(body: dict) -> list:
@@ -344,6 +349,8 @@ class Server:
                  api_key: str | None = None):   # when set, /v1 needs `Authorization: Bearer <api_key>`
         self.engine, self.model_name, self.metrics = engine, model_name, Metrics(engine)
         self.api_key = api_key
+        # tokenizing a long prompt takes a while: one thread of its own keeps the event loop free
+        self._tokenizer_thread = ThreadPoolExecutor(1, thread_name_prefix='minillm-tokenizer')
         self.app = app = FastAPI(title='minillm', lifespan=self._lifespan)
         v1 = dict(dependencies=[Depends(self._check_key)])
 
@@ -363,7 +370,7 @@ class Server:
         @app.post('/v1/chat/completions', **v1)
         async def chat(request: Request): return await self.complete(request, chat=True)
         @app.post('/tokenize')
-        async def tokenize(request: Request): return self.tokenize(await _body(request))
+        async def tokenize(request: Request): return await self._off_loop(self.tokenize, await _body(request))
         @app.post('/detokenize')
         async def detokenize(request: Request): return self.detokenize(await _body(request))
 
@@ -423,6 +430,12 @@ def _check_model(self: Server, body: dict):
         raise APIError(f"model {body['model']!r} does not exist; "
                        f"this server serves {self.model_name!r}", 'model', 404)
 
+# %% ../nbs/09b_server.ipynb #04963bb2
+@patch
+async def _off_loop(self: Server, fn, *args):
+    "`fn(*args)` in the server's tokenizer thread, awaited: the event loop goes on serving meanwhile."
+    return await asyncio.get_running_loop().run_in_executor(self._tokenizer_thread, fn, *args)
+
 # %% ../nbs/09b_server.ipynb #4f90e707
 @patch
 async def complete(self: Server, request, chat: bool):
@@ -430,7 +443,7 @@ async def complete(self: Server, request, chat: bool):
     body = await _body(request)
     self._check_model(body)
     refuse_unsupported(body)
-    kw, prompts = request_params(body, chat), self._prompts(body, chat)
+    kw, prompts = request_params(body, chat), await self._off_loop(self._prompts, body, chat)
     params = [make_params(kw, len(ids), self.engine.max_model_len) for ids in prompts]
     rid, q = f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}", asyncio.Queue()
     rids = {f"{rid}-{j}": j for j in range(len(prompts))}
