@@ -1,6 +1,6 @@
 """The benchmark scripts that have a CPU mode run it, so that a script cannot rot between GPU runs: each one's
 `--smoke` (or `--tiny`) must finish, with no section failed, and write its JSON stamped with date, commit and GPU.
-Tiny shapes in Triton's interpreter: nothing is measured. (`rmsnorm_engine_gpu.py --smoke` works too but takes
+Tiny shapes in Triton's interpreter: nothing is measured. `serve_stall.py` runs on a CPU anyway: one short run. (`rmsnorm_engine_gpu.py --smoke` works too but takes
 minutes, so it is left out.)"""
 import json, os, subprocess, sys
 from pathlib import Path
@@ -10,7 +10,8 @@ ROOT = Path(__file__).resolve().parent.parent
 SMOKE = {'attention_gpu': ['--smoke'], 'decode_batch_gpu': ['--smoke'], 'decode_fused_gpu': ['--smoke'],
          'fused_layer_gpu': ['--tiny'], 'gpu_gaps_gpu': ['--smoke', '--max-batched=64,128'],
          'int8_batch_gpu': ['--smoke', '--m=16,40'], 'int8_gemv_limits_gpu': ['--smoke'],
-         'int8_rmsnorm_gpu': ['--smoke'], 'small_batch_gpu': ['--smoke']}
+         'int8_rmsnorm_gpu': ['--smoke'], 'small_batch_gpu': ['--smoke'],
+         'serve_stall': ['--repeats=1', '--words=100000']}
 
 @pytest.mark.parametrize('name', SMOKE)
 def test_script_smoke(name, tmp_path):
