@@ -260,12 +260,13 @@ def is_token_ids(p) -> bool:
     return isinstance(p, (list, tuple)) and all(type(t) is int for t in p)
 
 # %% ../nbs/09_engine.ipynb #2f3b3e25
-def check_fits(prompt_len: int, max_tokens: int, max_model_len: int):
-    "Raise a ValueError when a prompt of `prompt_len` tokens and `max_tokens` more exceed `max_model_len`."
+def check_fits(prompt_len: int, max_tokens: int, max_model_len: int) -> int:
+    "The tokens a request may reach, `prompt_len + max_tokens`; a ValueError when that exceeds `max_model_len`."
     total = prompt_len + max_tokens
     if total > max_model_len:
         raise ValueError(f"prompt ({prompt_len} tokens) + max_tokens ({max_tokens}) = {total} "
                          f"exceeds max_model_len ({max_model_len})")
+    return total
 
 # %% ../nbs/09_engine.ipynb #e28384b2
 @patch
@@ -280,8 +281,7 @@ def _prompt_ids(self: LLMEngine, prompt, params) -> list:
     if not ids: raise ValueError("the prompt is empty")
     bad = [t for t in ids if not 0 <= t < V]
     if bad: raise ValueError(f"prompt token id {bad[0]} is outside the vocabulary [0, {V})")
-    check_fits(n, params.max_tokens, self.max_model_len)
-    total = n + params.max_tokens
+    total = check_fits(n, params.max_tokens, self.max_model_len)
     need = math.ceil(total / self.config.block_size)
     if need > self.num_blocks:
         raise ValueError(f"the request needs {need} KV blocks ({total} tokens) "

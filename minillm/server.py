@@ -370,9 +370,11 @@ class Server:
         @app.post('/v1/chat/completions', **v1)
         async def chat(request: Request): return await self.complete(request, chat=True)
         @app.post('/tokenize')
-        async def tokenize(request: Request): return await self._off_loop(self.tokenize, await _body(request))
+        async def tokenize(request: Request):
+            return await self._off_loop(self.tokenize, await _body(request))
         @app.post('/detokenize')
-        async def detokenize(request: Request): return self.detokenize(await _body(request))
+        async def detokenize(request: Request):
+            return await self._off_loop(self.detokenize, await _body(request))
 
 # %% ../nbs/09b_server.ipynb #f2a506b0
 @patch
@@ -642,12 +644,13 @@ def serve(config: EngineConfig, host: str = '127.0.0.1', port: int = 8000,
 
 # %% ../nbs/09b_server.ipynb #9b000024
 @contextmanager
-def server_process(*args: str, port: int = 8000, timeout: float = 600):
+def server_process(*args: str, port: int = 8000, timeout: float = 600,
+                   cwd: str | None = None):   # a checkout whose `minillm` to run; None: this process's
     "Run `minillm serve --port port *args` until the block ends; yields the process, with `url` (its /v1)."
     log = tempfile.TemporaryFile('w+')
     cmd = [sys.executable, '-c', 'from minillm.cli import main; main()',
            'serve', '--port', str(port), *args]
-    p = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, text=True)
+    p = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, text=True, cwd=cwd)
     p.url, t0 = f'http://127.0.0.1:{port}/v1', time.monotonic()
     try:
         while not _healthy(p.url[:-3]):
