@@ -6,11 +6,14 @@ between two events of the stream, with and without the long prompt, `--repeats` 
 Run from the repository root (the embedded default model on the CPU, a minute or two):
   PYTHONPATH=.:benchmarks python3 benchmarks/serve_stall.py
   PYTHONPATH=.:benchmarks python3 benchmarks/serve_stall.py --before /path/to/an/older/checkout
-With `--before`, the server of that checkout (its own `minillm` package) takes turns with this one.
+With `--before`, the server of that checkout (its own `minillm` package) takes turns with this one
+(`server_process(cwd=...)`).
 Writes serve_stall.json to $OUT if set, else to benchmarks/results/.
 """
-import argparse, os, socket, subprocess, sys, threading, time
+import argparse, os, socket, threading, time
+import concurrent.futures as cf
 import httpx
+from minillm.server import server_process
 from helpers.bench_io import log, saver
 
 def free_port() -> int:
@@ -18,21 +21,10 @@ def free_port() -> int:
         s.bind(('127.0.0.1', 0))
         return s.getsockname()[1]
 
-def start(tree: str):
-    "`minillm serve` on the CPU from the checkout at `tree`; (process, its base URL) once /health answers."
-    port = free_port()
-    env = dict(os.environ, PYTHONPATH=tree)
-    p = subprocess.Popen([sys.executable, '-c', 'from minillm.cli import main; main()', 'serve', '--device', 'cpu',
-                          '--port', str(port)], cwd=tree, env=env, stdout=subprocess.DEVNULL,
-                         stderr=subprocess.DEVNULL)
-    url = f'http://127.0.0.1:{port}'
-    for _ in range(600):
-        try:
-            if httpx.get(url + '/health').status_code == 200: return p, url
-        except httpx.HTTPError: pass
-        time.sleep(0.2)
-    p.kill()
-    raise RuntimeError(f"the server of {tree} did not start")
+def post_long(url: str, words: int) -> int:
+    "Post a prompt of `words` words; the status code of the answer."
+    body = dict(prompt='word ' * words, max_tokens=1)
+    return httpx.post(url + '/v1/completions', json=body, timeout=300).status_code
 
 def longest_gap(url: str, words: int) -> float:
     "The longest gap (ms) between two events of a 400-token stream, with a `words`-word prompt posted 2 s in."
@@ -48,9 +40,9 @@ def longest_gap(url: str, words: int) -> float:
     t = threading.Thread(target=stream)
     t.start()
     time.sleep(2)
-    if words:
-        r = httpx.post(url + '/v1/completions', json=dict(prompt='word ' * words, max_tokens=1), timeout=300)
-        assert r.status_code == 400, r.text[:200]
+    if words:                        # from another process, whose work cannot delay this one's reading
+        with cf.ProcessPoolExecutor(1) as ex: status = ex.submit(post_long, url, words).result()
+        assert status == 400, status
     t.join()
     return max(gaps) * 1e3
 
@@ -66,16 +58,12 @@ def main():
     save = saver(res, 'serve_stall')
     for i in range(args.repeats):
         for name, tree in builds.items():
-            p, url = start(tree)
-            try:
+            with server_process('--device', 'cpu', port=free_port(), cwd=tree) as p:
                 for words in (0, args.words):
-                    ms = longest_gap(url, words)
+                    ms = longest_gap(p.url[:-3], words)
                     res['runs'].append(dict(build=name, words=words, longest_gap_ms=ms))
                     log(f"{name:10} long prompt {'yes' if words else 'no ':3}: longest gap {ms:6.1f} ms")
                     save()
-            finally:
-                p.terminate()
-                p.wait(30)
     print(f"{'build':10} {'long prompt':>11} {'longest gaps between events (ms)':>34}")
     for name in builds:
         for words in (0, args.words):
