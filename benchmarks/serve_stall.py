@@ -10,16 +10,11 @@ With `--before`, the server of that checkout (its own `minillm` package) takes t
 (`server_process(cwd=...)`).
 Writes serve_stall.json to $OUT if set, else to benchmarks/results/.
 """
-import argparse, os, socket, threading, time
+import argparse, os, threading, time
 import concurrent.futures as cf
 import httpx
 from minillm.server import server_process
 from helpers.bench_io import log, saver
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(('127.0.0.1', 0))
-        return s.getsockname()[1]
 
 def post_long(url: str, words: int) -> int:
     "Post a prompt of `words` words; the status code of the answer."
@@ -58,7 +53,7 @@ def main():
     save = saver(res, 'serve_stall')
     for i in range(args.repeats):
         for name, tree in builds.items():
-            with server_process('--device', 'cpu', port=free_port(), cwd=tree) as p:
+            with server_process('--device', 'cpu', port=0, cwd=tree) as p:
                 for words in (0, args.words):
                     ms = longest_gap(p.url[:-3], words)
                     res['runs'].append(dict(build=name, words=words, longest_gap_ms=ms))

@@ -4,8 +4,8 @@
 
 # %% ../nbs/09b_server.ipynb #9b000005
 from __future__ import annotations
-import asyncio, hmac, json, signal, subprocess, sys, tempfile, threading, time, traceback, uuid
-import multiprocessing as mp, urllib.request
+import asyncio, hmac, json, signal, socket, subprocess, sys, tempfile, threading, time, traceback
+import multiprocessing as mp, urllib.request, uuid
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager, contextmanager
 import uvicorn
@@ -398,6 +398,7 @@ def _check_key(self: Server, request: Request):
 async def _lifespan(self: Server, app):
     yield
     await asyncio.to_thread(self.engine.stop)
+    self._tokenizer_thread.shutdown(wait=False)
 
 # %% ../nbs/09b_server.ipynb #9b000018
 async def _body(request) -> dict:
@@ -644,10 +645,11 @@ def serve(config: EngineConfig, host: str = '127.0.0.1', port: int = 8000,
 
 # %% ../nbs/09b_server.ipynb #9b000024
 @contextmanager
-def server_process(*args: str, port: int = 8000, timeout: float = 600,
+def server_process(*args: str, port: int = 8000,  # 0: a free one
+                   timeout: float = 600,
                    cwd: str | None = None):   # a checkout whose `minillm` to run; None: this process's
     "Run `minillm serve --port port *args` until the block ends; yields the process, with `url` (its /v1)."
-    log = tempfile.TemporaryFile('w+')
+    port, log = port or _free_port(), tempfile.TemporaryFile('w+')
     cmd = [sys.executable, '-c', 'from minillm.cli import main; main()',
            'serve', '--port', str(port), *args]
     p = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, text=True, cwd=cwd)
@@ -666,6 +668,11 @@ def server_process(*args: str, port: int = 8000, timeout: float = 600,
         log.close()
 
 # %% ../nbs/09b_server.ipynb #36ae8439
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(('127.0.0.1', 0))
+        return s.getsockname()[1]
+
 def _healthy(url: str) -> bool:
     try: return urllib.request.urlopen(f'{url}/health', timeout=1).status == 200
     except OSError: return False

@@ -1,7 +1,7 @@
 """The benchmark scripts that have a CPU mode run it, so that a script cannot rot between GPU runs: each one's
 `--smoke` (or `--tiny`) must finish, with no section failed, and write its JSON stamped with date, commit and GPU.
-Tiny shapes in Triton's interpreter: nothing is measured. `serve_stall.py` runs on a CPU anyway: one short run. (`rmsnorm_engine_gpu.py --smoke` works too but takes
-minutes, so it is left out.)"""
+Tiny shapes in Triton's interpreter: nothing is measured. `serve_stall.py` runs on a CPU anyway: one short run.
+(`rmsnorm_engine_gpu.py --smoke` works too but takes minutes, so it is left out.)"""
 import json, os, subprocess, sys
 from pathlib import Path
 import pytest
