@@ -142,6 +142,8 @@ def pack(self: ModelRunner,
          # (sequences, tokens, sample rows) to pad to; default: what `graphs` asks
          pad=None) -> Batch:
     "The `Batch` of a step: its arrays written to the pinned host buffer, sent to the device in one copy."
+    if not drafts and all(n == 1 for _, n in scheduled):        # a decode step: longest context first
+        scheduled = sorted(scheduled, key=lambda x: -x[0].num_computed)
     seqs = [s for s, _ in scheduled]
     start = [s.num_computed for s in seqs]
     new = [s.token_ids[c:c + n] for s, c, (_, n) in zip(seqs, start, scheduled)]
