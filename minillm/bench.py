@@ -289,7 +289,8 @@ def run_suite(presets=('qwen3-0.6b',), workloads=('batch',), peers=PEERS,
               batch_sizes=(1, 8, 32, 64), repeats=3, name=None, out=None, device='cuda',
               dtype='bfloat16', mixed_requests=256, prefix_requests=32, bandwidth=None,
               bandwidth_gib=4.0, timeout=None, verbose=True) -> list:
-    "Run each peer on each preset in its own process; floors, ratios; JSON to `out` (default RESULTS/<name>.json); the rows."
+    """Run each peer on each preset in its own process; floors,
+    ratios; JSON to `out` (default RESULTS/<name>.json); the rows."""
     presets, peers = _suite_names(presets, peers, dtype, repeats)
     specs = build_specs([workloads] if isinstance(workloads, str) else workloads, batch_sizes,
                         mixed_requests, prefix_requests)

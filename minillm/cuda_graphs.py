@@ -132,7 +132,8 @@ class OverlapStep(PlainStep):
         self.chosen = 0                              # steps whose tokens the graph chose
 
     def overlappable(self, engine, scheduled) -> bool:
-        "With `config.overlap`: each sequence decodes (input maybe in flight) or runs known tokens, each row on the device?"
+        """With `config.overlap`: each sequence decodes (input maybe
+        in flight) or runs known tokens, each row on the device?"""
         known = all(not s.pending or (n == 1 and s.num_computed + 1 == s.num_tokens)
                     for s, n in scheduled)
         rows = all(on_device(s.params, s.output_ids) for s, _ in scheduled)

@@ -233,7 +233,8 @@ def _eos_ids(self: LLMEngine):
 
 # %% ../nbs/09_engine.ipynb #16f6e737
 def activation_reserve(cfg, tokens: int, dtype) -> int:
-    "Bytes kept from the KV pool for a step of `tokens` tokens: 2 GiB, or 1.5 times a bound on its activations (the MLP's gate/up and SwiGLU outputs and four hidden-size tensors) where that is more."
+    """Bytes kept from the KV pool for a step of `tokens` tokens: 2 GiB, or 1.5 times a bound on its
+    activations (the MLP's gate/up and SwiGLU outputs and four hidden-size tensors) where that is more."""
     esize = torch.empty((), dtype=dtype).element_size()
     bound = tokens * (3 * cfg.intermediate_size + 4 * cfg.hidden_size) * esize
     return max(2 * 2**30, bound * 3 // 2)

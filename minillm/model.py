@@ -92,7 +92,8 @@ def forward(self: QwenForCausalLM, input_ids, positions=None, attn=None):
 # %% ../nbs/02_model.ipynb #11b096fe
 @torch.no_grad()
 def generate_naive(model, input_ids, max_new_tokens: int, eos_token_ids=()):
-    "Greedy decoding without a cache: recompute the full sequence for every new token. `input_ids`: `[T]` list or tensor."
+    """Greedy decoding without a cache: recompute the full sequence
+    for every new token. `input_ids`: `[T]` list or tensor."""
     # [1, T]
     ids = torch.as_tensor(input_ids, dtype=torch.long, device=next(model.parameters()).device)[None]
     out = []

@@ -139,7 +139,8 @@ def _take_block(self: BlockManager):
 @patch
 def allocate(self: BlockManager, seq_id, token_ids, num_tokens: int,
              budget: int | None = None) -> bool:
-    "Make the table of `seq_id` cover its first `num_tokens` tokens (on a first allocation at most `budget` beyond its prefix-cache hits); False (and no change) if blocks run out."
+    """Make the table of `seq_id` cover its first `num_tokens` tokens (on a first allocation at
+    most `budget` beyond its prefix-cache hits); False (and no change) if blocks run out."""
     _check_tokens(token_ids)
     _check_int('num_tokens', num_tokens, 0, len(token_ids))
     if budget is not None: _check_int('budget', budget, 0)

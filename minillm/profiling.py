@@ -14,7 +14,8 @@ __all__ = ['timed_calls', 'profile_engine', 'print_profile']
 # %% ../nbs/15_profiling.ipynb #5a58ea73
 @contextmanager
 def timed_calls(targets, acc: dict, sync):
-    "Temporarily wrap each `(obj, method, phase, synced)` so every call adds its wall time to `acc[phase]` (with `sync()` around it if `synced`)."
+    """Temporarily wrap each `(obj, method, phase, synced)` so every call adds
+    its wall time to `acc[phase]` (with `sync()` around it if `synced`)."""
     saved, nop = [], lambda: None
     for obj, name, phase, synced in targets:
         had, f = name in vars(obj), getattr(obj, name)
@@ -52,12 +53,14 @@ def _device_time_us(evt):
 
 # %% ../nbs/15_profiling.ipynb #f5da5e83
 def _device_events(ev):
-    "The events that ran on the device (kernels, copies): an operator such as `aten::mm` also carries its kernel's time."
+    """The events that ran on the device (kernels, copies): an
+    operator such as `aten::mm` also carries its kernel's time."""
     return [e for e in ev if getattr(e, 'device_type', None) != torch.autograd.DeviceType.CPU]
 
 # %% ../nbs/15_profiling.ipynb #0f31fa6e
 def _busy_us(events) -> float:
-    "µs in which at least one device event ran: the union of their intervals (a kernel launched early overlaps the one before)."
+    """µs in which at least one device event ran: the union of their
+    intervals (a kernel launched early overlaps the one before)."""
     total, end = 0.0, float('-inf')
     for a, b in sorted((e.time_range.start, e.time_range.end) for e in _device_events(events)):
         if b > end: total, end = total + b - max(a, end), b

@@ -21,7 +21,8 @@ __all__ = ['quantize_weight', 'dequantize_weight', 'pick_config', 'fit_config', 
 
 # %% ../nbs/13_int8.ipynb #69d314b3
 def quantize_weight(w: torch.Tensor):
-    "Per-output-channel symmetric int8: `(q, scale)` with `q` int8 `[N, K]`, `scale` `[N]` in `w`'s dtype, `w ≈ q * scale[:, None]`."
+    """Per-output-channel symmetric int8: `(q, scale)` with `q` int8
+    `[N, K]`, `scale` `[N]` in `w`'s dtype, `w ≈ q * scale[:, None]`."""
     if not isinstance(w, torch.Tensor) or w.ndim != 2:
         raise ValueError(f"w must be a 2-D weight [out_features, in_features], "
                          f"got {getattr(w, 'shape', type(w))}")
@@ -35,7 +36,8 @@ def quantize_weight(w: torch.Tensor):
     return q, scale
 
 def dequantize_weight(q: torch.Tensor, scale: torch.Tensor, dtype=None):
-    "`q * scale[:, None]` in `dtype` (default: the scale's dtype); one elementwise kernel, int8 read and converted on the fly."
+    """`q * scale[:, None]` in `dtype` (default: the scale's dtype);
+    one elementwise kernel, int8 read and converted on the fly."""
     return q * scale.to(dtype or scale.dtype)[:, None]
 
 # %% ../nbs/13_int8.ipynb #98bd1119
@@ -180,7 +182,8 @@ def _check(x, weight, scale, bias):
 
 # %% ../nbs/13_int8.ipynb #d0e29195
 def int8_matmul(x, weight, scale, bias=None, config=None, out=None):
-    "`x @ (weight * scale[:, None]).T + bias` in one pass over the int8 `weight` `[N, K]`; fp32 accumulation, result in `x`'s dtype."
+    """`x @ (weight * scale[:, None]).T + bias` in one pass over the
+    int8 `weight` `[N, K]`; fp32 accumulation, result in `x`'s dtype."""
     _check(x, weight, scale, bias)
     if config is not None: _check_config(config)
     N, K = weight.shape
@@ -237,7 +240,8 @@ def dequantize_triton(q: torch.Tensor, scale: torch.Tensor, dtype=None):
 _KERNEL_MAX_M = 192  # above this many rows, dequantise + cuBLAS (section "Where the kernel hands over")
 
 def w8_linear(x, weight, scale, bias=None):
-    "Linear layer on int8 weights: the Triton kernel on CUDA for up to `_KERNEL_MAX_M` rows, else dequantise + `F.linear`."
+    """Linear layer on int8 weights: the Triton kernel on CUDA for
+    up to `_KERNEL_MAX_M` rows, else dequantise + `F.linear`."""
     M = x.numel() // max(x.shape[-1], 1)
     if not x.is_cuda: return F.linear(x, dequantize_weight(weight, scale, x.dtype), bias)
     if M <= _KERNEL_MAX_M: return int8_matmul(x, weight, scale, bias)
@@ -245,7 +249,8 @@ def w8_linear(x, weight, scale, bias=None):
 
 # %% ../nbs/13_int8.ipynb #520bb19d
 class QuantLinear(nn.Module):
-    "`nn.Linear` replacement holding an int8 `weight` `[N, K]`, a `scale` `[N]` in the model dtype and an optional bias."
+    """`nn.Linear` replacement holding an int8 `weight` `[N, K]`,
+    a `scale` `[N]` in the model dtype and an optional bias."""
     def __init__(self, weight: torch.Tensor, # int8 `[out_features, in_features]`
                  scale: torch.Tensor,        # `[out_features]`, floating point
                  bias: torch.Tensor | None = None):
@@ -276,7 +281,8 @@ class QuantLinear(nn.Module):
 # %% ../nbs/13_int8.ipynb #b4b354a8
 @torch.no_grad()
 def quantize_model(model: nn.Module, head: bool = True) -> nn.Module:
-    "Replace every `nn.Linear` in `model.model.layers`, and an untied output head if `head`, by a `QuantLinear` in place."
+    """Replace every `nn.Linear` in `model.model.layers`, and an
+    untied output head if `head`, by a `QuantLinear` in place."""
     layers = getattr(getattr(model, 'model', None), 'layers', None)
     if layers is None:
         raise ValueError("quantize_model expects a QwenForCausalLM-like model "

@@ -42,7 +42,8 @@ def _aligned(n: int) -> int: return -(-n // 4) * 4      # int32 entries to the n
 
 # %% ../nbs/08a_runner.ipynb #61455832
 def batch_views(buf, N: int, R: int, S: int, w: int) -> dict:
-    "The arrays of a batch of `N` tokens, `R` sample rows, `S` sequences (tables `w` wide), one after another in `buf` (a tensor or a numpy array)."
+    """The arrays of a batch of `N` tokens, `R` sample rows, `S` sequences
+    (tables `w` wide), one after another in `buf` (a tensor or a numpy array)."""
     sizes = dict(input_ids=N, positions=N, slot_mapping=N, feed=N, sample_rows=R,
                  sample_params=6 * R, context_lens=S, query_start_loc=S + 1)
     views, at = {}, 0

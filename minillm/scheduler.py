@@ -130,7 +130,8 @@ def update(self: Scheduler, scheduled):
 # %% ../nbs/08_scheduler.ipynb #a2baca84
 @patch
 def lookahead(self: Scheduler, seq: Sequence, tokens: list) -> bool:
-    "Blocks for `tokens` beyond `seq`'s own, in this step (guessed tokens to verify); False, and nothing taken, if they run out."
+    """Blocks for `tokens` beyond `seq`'s own, in this step (guessed
+    tokens to verify); False, and nothing taken, if they run out."""
     return self.bm.allocate(seq.seq_id, seq.token_ids + list(tokens), seq.num_tokens + len(tokens))
 
 # %% ../nbs/08_scheduler.ipynb #dfc66167

@@ -39,7 +39,8 @@ def prefix_workload(num_requests=32, prefix_len=1024, suffix_len=64, output_len=
 
 # %% ../nbs/15a_workloads.ipynb #8b87c4b3
 def nanovllm_workload(num_requests=256, temperature=0.6, seed=0) -> dict:
-    "nano-vllm's `bench.py`: prompts of `randint(100, 1024)` ids each `randint(0, 10000)`, `randint(100, 1024)` outputs."
+    """nano-vllm's `bench.py`: prompts of `randint(100, 1024)` ids
+    each `randint(0, 10000)`, `randint(100, 1024)` outputs."""
     return dict(kind='nanovllm', num_requests=num_requests, lo=100, hi=1024,
                 temperature=temperature, seed=seed, vocab=10001)
 

@@ -225,7 +225,8 @@ def _prec(dtype): return 'ieee' if dtype == torch.float32 else 'tf32'
 @triton.jit
 def _new_key(acc, m_i, l_i, q, kn, vn, k_ptr, v_ptr, kvh, slot, ctx, qk_scale, s_kb, s_kt, s_kh,
              s_vb, s_vt, s_vh, BS: tl.constexpr, D: tl.constexpr):
-    "The new token's key `kn` and value `vn` `[D]` of KV head `kvh`: stored at `slot` of the cache (-1: not stored), then one more online-softmax step of that one key (when the sequence has any context)."
+    """The new token's key `kn` and value `vn` `[D]` of KV head `kvh`: stored at `slot` of the cache (-1:
+    not stored), then one more online-softmax step of that one key (when the sequence has any context)."""
     offs_d = tl.arange(0, D)
     if slot >= 0:
         tl.store(k_ptr + (slot // BS) * s_kb + (slot % BS) * s_kt + kvh * s_kh + offs_d, kn)
@@ -330,7 +331,8 @@ def decode_config(q):
     return dict(block_n=max(16, min(128, 8192 // q.shape[-1])), num_warps=4, num_stages=2)
 
 def check_config(config, default: dict) -> dict:
-    "A kernel's tiles `config` (None: `default`), checked: `default`'s keys, tiles of 16 or more and warps powers of two."
+    """A kernel's tiles `config` (None: `default`), checked:
+    `default`'s keys, tiles of 16 or more and warps powers of two."""
     if config is None: return default
     if not isinstance(config, dict) or set(config) != set(default):
         raise ValueError(f"config must be a dict of {sorted(default)}, got {config!r}")
@@ -408,7 +410,9 @@ def _launch_decode(q, k_cache, v_cache, block_tables, context_lens, scale, out, 
 # %% ../../nbs/10_triton_attention.ipynb #2177e037
 def paged_decode(q, k_cache, v_cache, block_tables, context_lens, scale=None, out=None,
                  num_splits=None, k=None, v=None, slot_mapping=None, config=None):
-    "Attention of one new token per sequence (q `[S, Hq, D]`) over its paged K/V; returns `[S, Hq, D]`. With `k`, `v` `[S, Hkv, D]` and `slot_mapping` `[S]`: the new token's key and value, stored in the cache by the same launch. `config`: tiles as `decode_config` gives them (None: its)."
+    """Attention of one new token per sequence (q `[S, Hq, D]`) over its paged K/V; returns `[S, Hq, D]`.
+    With `k`, `v` `[S, Hkv, D]` and `slot_mapping` `[S]`: the new token's key and value, stored in the
+    cache by the same launch. `config`: tiles as `decode_config` gives them (None: its)."""
     return _launch_decode(q, k_cache, v_cache, block_tables, context_lens, scale, out, num_splits,
                           **check_config(config, decode_config(q)), k=k, v=v,
                           slot_mapping=slot_mapping)
@@ -506,14 +510,16 @@ def prefill_config(q):
 # %% ../../nbs/10_triton_attention.ipynb #f3be08b3
 def paged_prefill(q, k_cache, v_cache, block_tables, context_lens, query_start_loc, max_q_len,
                   scale=None, out=None, config=None):
-    "Causal attention of packed variable-length new tokens (q `[N, Hq, D]`) over their paged K/V, in one launch. `config`: tiles as `prefill_config` gives them (None: its)."
+    """Causal attention of packed variable-length new tokens (q `[N, Hq, D]`) over their
+    paged K/V, in one launch. `config`: tiles as `prefill_config` gives them (None: its)."""
     return _launch_prefill(q, k_cache, v_cache, block_tables, context_lens, query_start_loc,
                            max_q_len, scale, out, **check_config(config, prefill_config(q)))
 
 # %% ../../nbs/10_triton_attention.ipynb #190fd559
 def paged_attention(q, k_cache, v_cache, block_tables, context_lens, query_start_loc, max_q_len,
                     scale=None, out=None, k=None, v=None, slot_mapping=None, num_splits=None):
-    "`paged_attention_ref` semantics: decode kernel when every sequence has one new token, else the prefill kernel. With `k`, `v`, `slot_mapping`, the new tokens' K/V are stored first (by the decode kernel itself)."
+    """`paged_attention_ref` semantics: decode kernel when every sequence has one new token, else the prefill
+    kernel. With `k`, `v`, `slot_mapping`, the new tokens' K/V are stored first (by the decode kernel itself)."""
     if max_q_len == 1 and q.shape[0] == context_lens.shape[0]:
         return paged_decode(q, k_cache, v_cache, block_tables, context_lens, scale, out, num_splits,
                             k=k, v=v, slot_mapping=slot_mapping)

@@ -167,7 +167,8 @@ def _rope_decode_program(s, kvh, split, x_ptr, qw_ptr, kw_ptr, cos_ptr, sin_ptr,
                          BLOCK_H: tl.constexpr, D: tl.constexpr, BS: tl.constexpr,
                          BLOCK_N: tl.constexpr, SPLITS: tl.constexpr, NORM: tl.constexpr,
                          PREC: tl.constexpr, PDL: tl.constexpr = False):
-    "One program's work: sequence `s`, KV head `kvh`, split `split` of its keys (with PDL: the wait after the first part)."
+    """One program's work: sequence `s`, KV head `kvh`, split `split`
+    of its keys (with PDL: the wait after the first part)."""
     ctx, n, lo, hi, kv, k, v = _rope_decode_early(s, kvh, split, k_ptr, v_ptr, bt_ptr, ctx_ptr, s_kb,
                                                   s_kt, s_kh, s_vb, s_vt, s_vh, s_bt, D, BS,
                                                   BLOCK_N, SPLITS)

@@ -284,7 +284,8 @@ def _chunk_pick_kernel(best_ptr, idx_ptr, out_ptr, C: tl.constexpr, CP: tl.const
 SAMPLE_CHUNK = 8192   # most logits per program, a multiple of 1024: 19 programs a row of 151,936
 
 def _sample_chunk(B: int, V: int, device) -> int:
-    "Logits per program: `SAMPLE_CHUNK`, halved (down to 1,024) while `B` rows would make fewer than two programs a multiprocessor."
+    """Logits per program: `SAMPLE_CHUNK`, halved (down to 1,024) while
+    `B` rows would make fewer than two programs a multiprocessor."""
     chunk = SAMPLE_CHUNK
     while chunk % 2048 == 0 and B * triton.cdiv(V, chunk) < 2 * num_sms(device): chunk //= 2
     return chunk

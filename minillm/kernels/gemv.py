@@ -135,7 +135,8 @@ GEMV_PRE = (2, 4)    # K chunks loaded before the PDL wait: rows of up to 8,192,
 
 def _launch_gemv(x2, weight, scale, bias, out, block_n, block_k, num_warps, num_stages=1,
                  norm_weight=None, eps=0.0, residual=None, res_out=None, swiglu=False, pre=None):
-    "Launch the GEMV on checked 2-D operands: `out` `[M, N]` = `x2` `[M, K]` times `weight` (int8 when `scale` is given); options below."
+    """Launch the GEMV on checked 2-D operands: `out` `[M, N]` = `x2`
+    `[M, K]` times `weight` (int8 when `scale` is given); options below."""
     (M, K), N = x2.shape, out.shape[1]
     _gemv_kernel[(triton.cdiv(N, block_n), M)](
         x2, weight, weight if scale is None else scale, weight if bias is None else bias, out,
@@ -184,7 +185,9 @@ def _check_gemv(x, weight, bias=None, scale=None):
 GEMV_CONFIG = (2, 1024, 4)
 
 def gemv(x, weight, bias=None, config=None):
-    "`F.linear(x, weight, bias)` for a dense `weight` `[N, K]` by the GEMV kernel (one program per `BLOCK_N` outputs of a row; several rows: the several-row kernel below, except 2 rows of at most `GEMV_PER_ROW_MAX_N` outputs); `config` is the tiles of the kernel that runs."
+    """`F.linear(x, weight, bias)` for a dense `weight` `[N, K]` by the GEMV kernel (one program
+    per `BLOCK_N` outputs of a row; several rows: the several-row kernel below, except 2 rows
+    of at most `GEMV_PER_ROW_MAX_N` outputs); `config` is the tiles of the kernel that runs."""
     N, K = _check_gemv(x, weight, bias)
     x2 = x.reshape(-1, K)
     if x2.stride(-1) != 1: x2 = x2.contiguous()
@@ -196,7 +199,8 @@ def gemv(x, weight, bias=None, config=None):
 
 # %% ../../nbs/10b_gemv.ipynb #9bfb3546
 def linear(x, weight, bias=None):
-    "`F.linear`, except on CUDA for one row of activations, or up to `GEMV_MAX_ROWS` rows by a small weight: the GEMV kernels."
+    """`F.linear`, except on CUDA for one row of activations, or up
+    to `GEMV_MAX_ROWS` rows by a small weight: the GEMV kernels."""
     rows = x.numel() // max(1, x.shape[-1])
     if x.is_cuda and (rows == 1 or (rows <= GEMV_MAX_ROWS
                                     and weight.numel() <= GEMV_ROWS_MAX_WEIGHT[rows > 4])):
@@ -268,7 +272,8 @@ def _gemv_rows_kernel(x_ptr, w_ptr, b_ptr, o_ptr, r_ptr, g_ptr, ro_ptr, M, N, st
 # %% ../../nbs/10b_gemv.ipynb #4d651c7b
 def _launch_gemv_rows(x2, weight, bias, out, block_n, block_k, num_warps,
                       norm_weight=None, eps=0.0, residual=None, res_out=None, swiglu=False):
-    "Launch the several-row GEMV on checked 2-D operands: `out` `[M, N]` = `x2` `[M, K]` times a dense `weight`; `fused_gemv`'s options."
+    """Launch the several-row GEMV on checked 2-D operands: `out` `[M, N]`
+    = `x2` `[M, K]` times a dense `weight`; `fused_gemv`'s options."""
     (M, K), N = x2.shape, out.shape[1]
     rows = min(triton.next_power_of_2(M), 8)                                     # rows per program
     if out.numel(): _gemv_rows_kernel[(triton.cdiv(N, block_n), triton.cdiv(M, rows))](
@@ -347,7 +352,8 @@ def _weights(proj):
 FUSED_LAYER_MAX_ROWS = 2
 
 def decode_layer(layer, x, residual, cos, sin, attn=None):
-    "`DecoderLayer.forward` with 3 launches fewer for up to `FUSED_LAYER_MAX_ROWS` rows on CUDA (or the interpreter); None for any other input."
+    """`DecoderLayer.forward` with 3 launches fewer for up to `FUSED_LAYER_MAX_ROWS`
+    rows on CUDA (or the interpreter); None for any other input."""
     if not all(hasattr(layer, a)
                for a in ('self_attn', 'mlp', 'input_layernorm', 'post_attention_layernorm')):
         raise TypeError(f"layer must be a DecoderLayer (self_attn, mlp and their two norms), "
@@ -378,7 +384,8 @@ class GemvLinear(nn.Linear):
 FUSED_LAYER_MAX_HIDDEN = 2048
 
 def use_fused_kernels(model, enable: bool = True, gemv: bool = True):
-    "Route `model`'s norms, q/k norm + rotary, activation (and single-row projections and layers) through the fused kernels, or back to PyTorch."
+    """Route `model`'s norms, q/k norm + rotary, activation (and single-row
+    projections and layers) through the fused kernels, or back to PyTorch."""
     from minillm.layers import RMSNorm, Attention, MLP
     from minillm.model import DecoderLayer
     for m in model.modules():
@@ -395,7 +402,8 @@ def use_fused_kernels(model, enable: bool = True, gemv: bool = True):
 
 # %% ../../nbs/10b_gemv.ipynb #95789c84
 def fused_plugin(engine):
-    "Engine plugin: with the Triton back end, the model's norms, rotary, activation and small products run on these kernels."
+    """Engine plugin: with the Triton back end, the model's norms,
+    rotary, activation and small products run on these kernels."""
     if engine.attention_backend == 'triton': use_fused_kernels(engine.model)
 
 PLUGINS['fused_kernels'] = (10.2, fused_plugin)

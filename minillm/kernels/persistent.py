@@ -21,7 +21,8 @@ __all__ = ['LAYER_CONFIG', 'ENABLED', 'layer_step', 'persistent_layer', 'persist
 # %% ../../nbs/10d_persistent_layer.ipynb #50c52837
 @triton.jit
 def _grid_sync(bar_ptr, target):
-    "Wait until `target` arrivals are counted at `bar_ptr`, this program's included: every program's stores before it are seen after it."
+    """Wait until `target` arrivals are counted at `bar_ptr`, this program's
+    included: every program's stores before it are seen after it."""
     tl.debug_barrier()                          # this program's threads have stored...
     n = tl.atomic_add(bar_ptr, 1, sem='release') + 1     # ...before it counts itself in
     while n < target: n = tl.atomic_add(bar_ptr, 0, sem='acquire')
@@ -37,7 +38,8 @@ def _rows(pid, N: tl.constexpr, NP: tl.constexpr, BLOCK_R: tl.constexpr):
 # %% ../../nbs/10d_persistent_layer.ipynb #b3097f5e
 @triton.jit
 def _slice(w_ptr, rn, n_ok, K: tl.constexpr, KP: tl.constexpr):
-    "Rows `rn` of `W` `[N, K]` whole, `[BLOCK_R, KP]` (KP: K to a power of two); no phase writes weights, so they load before the wait."
+    """Rows `rn` of `W` `[N, K]` whole, `[BLOCK_R, KP]` (KP: K to a power
+    of two); no phase writes weights, so they load before the wait."""
     rk = tl.arange(0, KP)
     return tl.load(w_ptr + rn[:, None].to(tl.int64) * K + rk[None, :],
                    mask=n_ok[:, None] & (rk < K)[None, :], other=0., eviction_policy='evict_first')
@@ -46,7 +48,8 @@ def _slice(w_ptr, rn, n_ok, K: tl.constexpr, KP: tl.constexpr):
 @triton.jit
 def _arow(x_ptr, r_ptr, ro_ptr, g_ptr, pid, eps, K: tl.constexpr, KP: tl.constexpr,
           HAS_RES: tl.constexpr, NORM: tl.constexpr):
-    "The activation row `[KP]` in fp32: `x + r` (program 0 stores it at `ro_ptr`) or `x`, RMSNormed by `g` if NORM, rounded as the reference."
+    """The activation row `[KP]` in fp32: `x + r` (program 0 stores it at
+    `ro_ptr`) or `x`, RMSNormed by `g` if NORM, rounded as the reference."""
     rk = tl.arange(0, KP)
     ok = rk < K
     h = _act(x_ptr + rk, r_ptr + rk, ok, False, HAS_RES)
@@ -193,7 +196,8 @@ def layer_step(layer, x, residual, cos, sin, k_cache, v_cache, block_table, cont
 ENABLED = os.environ.get('MINILLM_PERSISTENT', '0') == '1'
 
 def _takes(layer, x, residual, attn) -> bool:
-    "Whether `layer_step` applies: one token of one sequence on the Triton attention, dense weights in x's dtype without o or MLP biases."
+    """Whether `layer_step` applies: one token of one sequence on the Triton
+    attention, dense weights in x's dtype without o or MLP biases."""
     b = getattr(attn, 'batch', None)
     sa, mlp = layer.self_attn, layer.mlp
     ws = [_weights(m) for m in (sa.qkv_proj, sa.o_proj, mlp.gate_up_proj, mlp.down_proj)]
@@ -217,7 +221,8 @@ def persistent_layer(layer, x, residual, cos, sin, attn=None):
 
 # %% ../../nbs/10d_persistent_layer.ipynb #5517d2cf
 def persistent_plugin(engine):
-    "Engine plugin, when ENABLED: the decoder layers that have a fused kernel (the fused decoder layer) take `persistent_layer`."
+    """Engine plugin, when ENABLED: the decoder layers that have a
+    fused kernel (the fused decoder layer) take `persistent_layer`."""
     if not ENABLED: return
     for m in engine.model.modules():
         if isinstance(m, DecoderLayer) and m.kernel is not None: m.kernel = persistent_layer
