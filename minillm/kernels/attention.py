@@ -530,6 +530,10 @@ def paged_attention(q, k_cache, v_cache, block_tables, context_lens, query_start
 # %% ../../nbs/10_triton_attention.ipynb #10e00002
 def unsupported(model) -> str | None:
     "Why the Triton kernels cannot run `model`, or None."
+    dev = next(model.parameters()).device
+    if dev.type != 'cuda' and os.environ.get('TRITON_INTERPRET') != '1':
+        return (f"the Triton kernels run on CUDA tensors, or on a CPU through Triton's interpreter "
+                f"(TRITON_INTERPRET=1 before triton is imported); this model is on {dev.type}")
     d = model.config.head_dim
     if not (16 <= d <= 256 and d & (d - 1) == 0):
         return (f"the Triton kernels need a head_dim that is a power of two in [16, 256]; "
