@@ -308,7 +308,7 @@ def in_kernel(p, out) -> bool:
 # %% ../nbs/07_sampling.ipynb #788ca4c6
 def upload(values, dtype, device) -> torch.Tensor:
     "A host list as a tensor on `device`, copied without waiting for the device (through pinned memory on CUDA)."
-    t = torch.tensor(values, dtype=dtype)
+    t = torch.tensor(values, dtype=dtype, device='cpu')          # the host, whatever the default device
     if torch.device(device).type == 'cuda': t = t.pin_memory()
     return t.to(device, non_blocking=True)
 
