@@ -140,7 +140,8 @@ def token_counts(seqs, vocab_size: int, device=None):
     counts = torch.zeros(B, vocab_size + 1, device=device)   # last column takes the padding
     if L:
         # [B, L]
-        ids = torch.tensor([list(s) + [vocab_size] * (L - len(s)) for s in seqs], dtype=torch.long)
+        ids = torch.tensor([list(s) + [vocab_size] * (L - len(s)) for s in seqs], dtype=torch.long,
+                           device='cpu')
         if ids.min() < 0 or ids.max() > vocab_size:
             raise ValueError(f"token ids must be in [0, {vocab_size}), "
                              f"got {ids.min().item()}..{ids.max().item()}")
