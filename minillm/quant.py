@@ -4,12 +4,12 @@
 
 # %% ../nbs/13_int8.ipynb #5a7790d8
 from __future__ import annotations
-import os
 from functools import lru_cache
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 # (the kernel chapters choose the interpreter)
+from .kernels.attention import interpreting
 from .kernels.gemv import _launch_gemv, GEMV_INT8_CONFIG
 import triton
 import triton.language as tl
@@ -100,8 +100,6 @@ def _split_sum_kernel(p_ptr, s_ptr, b_ptr, o_ptr, M, N, stride_om,
 # %% ../nbs/13_int8.ipynb #b346744b
 _DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 
-def _interpreting() -> bool: return os.environ.get('TRITON_INTERPRET', '0') == '1'
-
 # %% ../nbs/13_int8.ipynb #8695f3a8
 # Tile shapes (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages[, K splits]) by M, for narrow
 # (N < _WIDE_N), wide, and narrow deep (K >= _DEEP_K) outputs; BLOCK_M = 1 is the GEMV kernel, used
@@ -176,7 +174,7 @@ def _check(x, weight, scale, bias):
         if t is not None and t.device != x.device:
             raise ValueError(f"{name} is on {t.device} but x is on {x.device}; "
                              "all must be on one device")
-    if x.device.type != 'cuda' and not _interpreting():
+    if x.device.type != 'cuda' and not interpreting():
         raise ValueError(f"int8_matmul runs on CUDA tensors (or on CPU with TRITON_INTERPRET=1); "
                          f"x is on {x.device}")
 
@@ -204,7 +202,7 @@ def _launch(x2, weight, scale, bias, out, config):
     N = weight.shape[0]
     bm, bn, bk, nw, ns, *split = config                       # a sixth entry: the number of K splits
     if bm == 1: return _launch_gemv(x2, weight, scale, bias, out, bn, bk, nw, ns)
-    upcast = x2.dtype == torch.float32 or (_interpreting() and x2.dtype == torch.bfloat16)
+    upcast = x2.dtype == torch.float32 or (interpreting() and x2.dtype == torch.bfloat16)
     b, sk = scale if bias is None else bias, (split or [1])[0]
     part = torch.empty(sk, M, N, dtype=torch.float32, device=x2.device) if sk > 1 else out
     _int8_matmul_kernel[(triton.cdiv(M, bm), triton.cdiv(N, bn), sk)](

@@ -30,15 +30,19 @@ def use_interpreter() -> bool:
             setattr(tl.tensor, k, lambda *a, _f=interp(v), **kw: _f(*a, **kw))
     return True
 
+def interpreting() -> bool:
+    "Whether Triton's kernels run in its interpreter (`TRITON_INTERPRET=1`), so on CPU tensors."
+    return os.environ.get('TRITON_INTERPRET') == '1'
+
 use_interpreter()
 import triton
 import triton.language as tl
 from ..engine import PLUGINS
 
 # %% auto #0
-__all__ = ['USE_PDL', 'LONG_CONTEXT', 'use_interpreter', 'pdl_options', 'pdl', 'store_kv', 'num_sms', 'decode_config',
-           'check_config', 'decode_splits', 'paged_decode', 'prefill_config', 'paged_prefill', 'paged_attention',
-           'unsupported', 'triton_plugin']
+__all__ = ['USE_PDL', 'LONG_CONTEXT', 'use_interpreter', 'interpreting', 'pdl_options', 'pdl', 'store_kv', 'num_sms',
+           'decode_config', 'check_config', 'decode_splits', 'paged_decode', 'prefill_config', 'paged_prefill',
+           'paged_attention', 'unsupported', 'triton_plugin']
 
 # %% ../../nbs/10_triton_attention.ipynb #11401de6
 _FLOATS = (torch.float16, torch.bfloat16, torch.float32)
@@ -531,7 +535,7 @@ def paged_attention(q, k_cache, v_cache, block_tables, context_lens, query_start
 def unsupported(model) -> str | None:
     "Why the Triton kernels cannot run `model`, or None."
     dev = next(model.parameters()).device
-    if dev.type != 'cuda' and os.environ.get('TRITON_INTERPRET') != '1':
+    if dev.type != 'cuda' and not interpreting():
         return (f"the Triton kernels run on CUDA tensors, or on a CPU through Triton's interpreter "
                 f"(TRITON_INTERPRET=1 before triton is imported); this model is on {dev.type}")
     d = model.config.head_dim

@@ -4,12 +4,11 @@
 
 # %% ../../nbs/10b_gemv.ipynb #68e6ae40
 from __future__ import annotations
-import os
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 # (chooses the interpreter)
-from .attention import pdl_options, gdc_launch_dependents, gdc_wait
+from .attention import pdl_options, gdc_launch_dependents, gdc_wait, interpreting
 import triton
 import triton.language as tl
 from .fused import rms_norm, qk_norm_rope, silu_mul
@@ -175,7 +174,7 @@ def _check_gemv(x, weight, bias=None, scale=None):
     for name, t in (('weight', weight), ('scale', scale), ('bias', bias)):
         if t is not None and t.device != x.device:
             raise ValueError(f"{name} is on {t.device} but x is on {x.device}")
-    if x.device.type != 'cuda' and os.environ.get('TRITON_INTERPRET') != '1':
+    if x.device.type != 'cuda' and not interpreting():
         raise ValueError(f"the GEMV runs on CUDA tensors (or on CPU with TRITON_INTERPRET=1); "
                          f"x is on {x.device}")
     return N, K
@@ -363,7 +362,7 @@ def decode_layer(layer, x, residual, cos, sin, attn=None):
     if (x.numel() > FUSED_LAYER_MAX_ROWS * x.shape[-1] or qkv_w is None or gu_w is None or x.dtype not in _FLOATS
             or n1.weight.dtype != x.dtype or (residual is not None and residual.shape != x.shape)
             or (qkv_w[2] is None and qkv_w[0].dtype != x.dtype)
-            or not (x.is_cuda or os.environ.get('TRITON_INTERPRET') == '1')):
+            or not (x.is_cuda or interpreting())):
         return None                                                      # the layer runs as written
     # norm + qkv (+ new residual)
     h = fused_gemv(x, *qkv_w, norm_weight=n1.weight, eps=n1.eps, residual=residual)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import torch
 from .attention import (   # (chooses the interpreter)
-    gdc_launch_dependents, gdc_wait, pdl_options, num_sms, decode_config, _prec)
+    gdc_launch_dependents, gdc_wait, pdl_options, num_sms, decode_config, _prec, interpreting)
 import triton
 import triton.language as tl
 from .gemv import _act, _weights, decode_layer
@@ -207,7 +207,7 @@ def _takes(layer, x, residual, attn) -> bool:
             and all(w is not None and w[2] is None and w[0].dtype == x.dtype
                     and w[0].is_contiguous() for w in ws)
             and all(w[1] is None for w in ws[1:])
-            and (x.is_cuda or os.environ.get('TRITON_INTERPRET') == '1'))
+            and (x.is_cuda or interpreting()))
 
 def persistent_layer(layer, x, residual, cos, sin, attn=None):
     "The fused decoder layer (`decode_layer`'s contract) in one launch where `layer_step` applies, else `decode_layer`."
