@@ -4,7 +4,7 @@
 
 # %% ../nbs/09_engine.ipynb #ce6d19bb
 from __future__ import annotations
-import json, math, time, traceback, warnings
+import gc, json, math, time, traceback, warnings
 from dataclasses import dataclass, field, replace
 import torch
 from fastcore.basics import patch
@@ -190,6 +190,10 @@ class LLMEngine:
     def __init__(self, config: EngineConfig):
         self.config = c = config
         self.device = resolve_device(c.device)
+        # an engine dropped without `close()` may sit in a reference cycle, holding its weights and KV
+        # cache until Python's collector runs: collect it now, so that memory is free for this one
+        gc.collect()
+        if self.device.type == 'cuda': torch.cuda.empty_cache()
         self.attention_backend, self.cuda_graphs = resolve_features(c, self.device)
         if c.max_num_batched_tokens is None:
             # smaller steps for the reference attention, whose scores grow with a prompt chunk's square
@@ -225,9 +229,9 @@ class LLMEngine:
 @patch
 def _eos_ids(self: LLMEngine):
     ids = list(self.model.config.eos_token_ids)
-    gc = self.model.path/'generation_config.json'
-    if gc.exists():
-        e = json.loads(gc.read_text()).get('eos_token_id')
+    gen = self.model.path/'generation_config.json'
+    if gen.exists():
+        e = json.loads(gen.read_text()).get('eos_token_id')
         ids += e if isinstance(e, list) else [] if e is None else [e]
     return tuple(dict.fromkeys(ids or self.tokenizer.eos_token_ids))
 

@@ -557,6 +557,8 @@ def triton_plugin(engine):
         return
     r, hkv = engine.runner, engine.model.config.num_key_value_heads
     r.store, r.attend = None, paged_attention
-    r.decode_splits = lambda seqs, context: decode_splits(seqs, hkv, r.device, context)
+    # the device, not the runner: a runner that refers to itself outlives its engine
+    dev = r.device
+    r.decode_splits = lambda seqs, context: decode_splits(seqs, hkv, dev, context)
 
 PLUGINS['triton'] = (10, triton_plugin)
