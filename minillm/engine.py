@@ -265,8 +265,10 @@ def is_token_ids(p) -> bool:
     return isinstance(p, (list, tuple)) and all(type(t) is int for t in p)
 
 # %% ../nbs/09_engine.ipynb #2f3b3e25
-def check_fits(prompt_len: int, max_tokens: int, max_model_len: int) -> int:
-    "The tokens a request may reach, `prompt_len + max_tokens`; a ValueError when that exceeds `max_model_len`."
+def check_fits(prompt_len: int, max_tokens: int | None, max_model_len: int) -> int:
+    """The tokens a request may reach, `prompt_len + max_tokens` (None: the context left, at least 1);
+    a ValueError when that exceeds `max_model_len`."""
+    if max_tokens is None: max_tokens = max(1, max_model_len - prompt_len)
     total = prompt_len + max_tokens
     if total > max_model_len:
         raise ValueError(f"prompt ({prompt_len} tokens) + max_tokens ({max_tokens}) = {total} "
@@ -308,6 +310,8 @@ def add_request(self: LLMEngine,
         raise TypeError(f"sampling_params must be SamplingParams, got {type(params).__name__}")
     if request_id in self.requests: raise ValueError(f"request_id {request_id!r} is already in use")
     ids, now = self._prompt_ids(prompt, params), time.perf_counter()
+    if params.max_tokens is None:                 # the context the prompt leaves
+        params = replace(params, max_tokens=self.max_model_len - len(ids))
     choices = []
     for i in range(params.n):
         p = params if i == 0 or params.seed is None else replace(params, seed=params.seed + i)

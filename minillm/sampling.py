@@ -77,7 +77,7 @@ class SamplingParams:
     frequency_penalty: float = 0.0    # subtracted once per occurrence in the output
     # reproducible samples (noise keyed by seed and position); None = shared stream
     seed: int | None = None
-    max_tokens: int = 16              # most tokens to generate
+    max_tokens: int | None = 16       # most tokens to generate; None = as many as the context holds
     # eos and stop tokens are masked until this many were generated
     min_tokens: int = 0
     # strings that end generation (a str becomes a one-element list)
@@ -103,9 +103,10 @@ class SamplingParams:
         if self.seed is not None:
             self.seed = _int('seed', self.seed, lambda v: -2**63 <= v < 2**64,
                              "None or an int in [-2**63, 2**64)")
-        self.max_tokens = _int('max_tokens', self.max_tokens, lambda v: v >= 1, "an int >= 1")
+        if self.max_tokens is not None:
+            self.max_tokens = _int('max_tokens', self.max_tokens, lambda v: v >= 1, "None or an int >= 1")
         self.min_tokens = _int('min_tokens', self.min_tokens, lambda v: v >= 0, "an int >= 0")
-        if self.min_tokens > self.max_tokens:
+        if self.max_tokens is not None and self.min_tokens > self.max_tokens:
             raise ValueError(f"min_tokens must be <= max_tokens ({self.max_tokens}), "
                              f"got {self.min_tokens}")
         self.stop, self.stop_token_ids = _stops(self.stop), _token_ids(self.stop_token_ids)

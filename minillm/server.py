@@ -252,9 +252,7 @@ def request_params(body: dict, chat: bool) -> dict:
 
 # %% ../nbs/09b_server.ipynb #aa8ed69d
 def make_params(kw: dict, prompt_len: int, max_model_len: int) -> SamplingParams:
-    "`SamplingParams` for a prompt of `prompt_len` tokens; an open `max_tokens` takes the context that is left."
-    kw = dict(kw, max_tokens=kw['max_tokens'] if kw['max_tokens'] is not None
-              else max(1, max_model_len - prompt_len))
+    "`SamplingParams` for a prompt of `prompt_len` tokens, refused when it cannot fit `max_model_len`."
     try: params = SamplingParams(**kw)
     except ValueError as e: raise APIError(str(e), str(e).split()[0]) from None
     # refused here, a long prompt never travels to the engine process
