@@ -21,10 +21,14 @@ def batch_buckets(max_batch: int) -> list:
     return [b for b in (1, 2, 4, 8) if b <= top] + list(range(16, top + 1, 16))
 
 # %% ../nbs/11_cuda_graphs.ipynb #f57676f4
+_SIDE = {}   # device index -> the side stream of every capture there
+
 @torch.no_grad()
 def capture_graph(fn, pool=None):
     "A CUDA graph of `fn()`, captured after one warm-up run on a side stream; returns `(graph, output)`."
-    side = torch.cuda.Stream()
+    dev = torch.cuda.current_device()
+    if dev not in _SIDE: _SIDE[dev] = torch.cuda.Stream()
+    side = _SIDE[dev]
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side): fn()                     # warm-up
     torch.cuda.current_stream().wait_stream(side)
