@@ -4,7 +4,7 @@
 
 # %% ../nbs/09_engine.ipynb #ce6d19bb
 from __future__ import annotations
-import gc, json, math, time, traceback, warnings
+import gc, json, math, time, traceback, warnings, weakref
 from dataclasses import dataclass, field, replace
 import torch
 from fastcore.basics import patch
@@ -19,7 +19,7 @@ from .outputs import CompletionOutput, RequestMetrics, RequestOutput, detokenize
 
 # %% auto #0
 __all__ = ['PLUGINS', 'EngineConfig', 'resolve_features', 'Choice', 'Request', 'PlainStep', 'LLMEngine', 'activation_reserve',
-           'is_token_ids', 'check_fits']
+           'live_engines', 'is_token_ids', 'check_fits']
 
 # %% ../nbs/09_engine.ipynb #43222316
 def _is_int(v) -> bool: return isinstance(v, int) and not isinstance(v, bool)
@@ -185,6 +185,8 @@ class PlainStep:
     def stats(self) -> dict: return {}
 
 # %% ../nbs/09_engine.ipynb #f334f17b
+_ENGINES = weakref.WeakSet()   # the engines of this process, for the out-of-memory message
+
 class LLMEngine:
     "The engine core: requests are added and aborted by id, and each `step` advances all of them."
     def __init__(self, config: EngineConfig):
@@ -224,6 +226,7 @@ class LLMEngine:
         self.requests, self._by_seq, self._changed, self._next_seq = {}, {}, {}, 0
         self.penalties = None   # `PenaltyCounts`, made for the first penalised row
         for _, setup in sorted(PLUGINS.values(), key=lambda p: p[0]): setup(self)
+        _ENGINES.add(self)
 
 # %% ../nbs/09_engine.ipynb #b2afa2fc
 @patch
@@ -243,6 +246,10 @@ def activation_reserve(cfg, tokens: int, dtype) -> int:
     bound = tokens * (3 * cfg.intermediate_size + 4 * cfg.hidden_size) * esize
     return max(2 * 2**30, bound * 3 // 2)
 
+def live_engines(device) -> int:
+    "How many engines of this process hold memory on `device` (built, not closed, not yet collected)."
+    return sum(e.device == device and 'runner' in vars(e) for e in list(_ENGINES))
+
 @patch
 def _auto_blocks(self: LLMEngine):
     c, dev, dt = self.config, self.device, next(self.model.parameters()).dtype
@@ -255,8 +262,11 @@ def _auto_blocks(self: LLMEngine):
         budget = total * c.gpu_memory_utilization - (total - free) - keep
     else: budget = min(256 * 2**20, c.max_num_seqs * self.max_model_len / c.block_size * per)
     if budget < per:
+        n, held = live_engines(dev), ''
+        if n: held = (f"; {n} other engine(s) of this process hold memory on {dev}: close() or drop them first "
+                      "(re-running a cell that builds an LLM keeps the old one until the new one is built)")
         raise ValueError(f"no memory left for the KV cache (need {per} bytes per block); "
-                         "raise gpu_memory_utilization, free GPU memory, or pass num_kv_blocks")
+                         "raise gpu_memory_utilization, free GPU memory, or pass num_kv_blocks" + held)
     return int(budget // per)
 
 # %% ../nbs/09_engine.ipynb #69fba9a5
