@@ -248,7 +248,7 @@ def activation_reserve(cfg, tokens: int, dtype) -> int:
 
 def live_engines(device) -> int:
     "How many engines of this process hold memory on `device` (built, not closed, not yet collected)."
-    return sum(e.device == device and 'runner' in vars(e) for e in list(_ENGINES))
+    return sum(e.device == device for e in list(_ENGINES))
 
 @patch
 def _auto_blocks(self: LLMEngine):
@@ -503,4 +503,5 @@ def close(self: LLMEngine):
     for k in ('runner', 'model', 'stepper', 'scheduler', 'block_manager'):
         self.__dict__.pop(k, None)
     self.penalties = None
+    _ENGINES.discard(self)
     if cuda: torch.cuda.empty_cache()
