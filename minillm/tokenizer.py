@@ -10,7 +10,7 @@ from pathlib import Path
 from fastcore.basics import patch
 
 # %% auto #0
-__all__ = ['QWEN_PATTERN', 'QWEN_SPECIALS', 'QWEN_SPECIAL_START', 'QWEN_CHAT_TEMPLATE', 'ROLES', 'QwenTiktokenizer',
+__all__ = ['QWEN_PATTERN', 'QWEN_SPECIALS', 'QWEN_SPECIAL_START', 'QWEN_CHAT_TEMPLATE', 'ROLES', 'ALIASES', 'QwenTiktokenizer',
            'HFTokenizer', 'load_tokenizer', 'check_messages', 'chat_prompt']
 
 # %% ../nbs/03_tokenizer.ipynb #590fc69a
@@ -91,47 +91,62 @@ QWEN_CHAT_TEMPLATE = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m[
                       "{% endif %}{% endif %}")
 
 # %% ../nbs/03_tokenizer.ipynb #739fe2ce
+def _raise(message):
+    from jinja2.exceptions import TemplateError
+    raise TemplateError(message)
+
 def _render(self, template, messages, add_generation_prompt, **kwargs) -> str:
     from jinja2.sandbox import ImmutableSandboxedEnvironment
     env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
+    env.globals['raise_exception'] = _raise      # as `transformers` gives templates
     return env.from_string(template).render(messages=messages,
                                             add_generation_prompt=add_generation_prompt, **kwargs)
 
 QwenTiktokenizer.chat_template, QwenTiktokenizer.render_chat = QWEN_CHAT_TEMPLATE, _render
 
 # %% ../nbs/03_tokenizer.ipynb #8688a924
+def _part(p):
+    "The text of one content part: a text part's text, a refusal part's refusal; None for any other."
+    t = p.get('type') if isinstance(p, dict) else None
+    return p[t] if t in ('text', 'refusal') and isinstance(p.get(t), str) else None
+
 def _text(content, i) -> str:
     if isinstance(content, str): return content
-    parts = content if isinstance(content, list) else None
-    if parts is None or not all(isinstance(p, dict) and p.get('type') == 'text'
-                                and isinstance(p.get('text'), str) for p in parts):
+    parts = [_part(p) for p in content] if isinstance(content, list) else [None]
+    if None in parts:
         raise ValueError(f"messages[{i}].content must be a string or a list of text parts "
                          f"[{{'type': 'text', 'text': ...}}], got {content!r:.80}")
-    return ''.join(p['text'] for p in parts)
+    return ''.join(parts)
 
 # %% ../nbs/03_tokenizer.ipynb #5baa4526
 ROLES = ('system', 'user', 'assistant', 'tool')
+ALIASES = {'developer': 'system'}   # OpenAI's newer name for the system message
+
+def _message(m, i) -> dict:
+    "Message `i`, checked: a known role (an alias renamed), string content (None only for an assistant)."
+    if not isinstance(m, dict):
+        raise ValueError(f"messages[{i}] must be a dict with 'role' and 'content', got {m!r:.80}")
+    role = ALIASES.get(m.get('role'), m.get('role'))
+    if role not in ROLES:
+        raise ValueError(f"messages[{i}].role must be one of {', '.join(ROLES + tuple(ALIASES))}, "
+                         f"got {m.get('role')!r}")
+    if 'content' not in m: raise ValueError(f"messages[{i}] has no 'content'")
+    c = m['content']
+    return {**m, 'role': role, 'content': '' if c is None and role == 'assistant' else _text(c, i)}
 
 def check_messages(messages) -> list:
     "The conversation `messages` as a list of `{'role', 'content'}` dicts with string contents, or ValueError."
     if not isinstance(messages, (list, tuple)) or not messages:
         raise ValueError(f"messages must be a non-empty list of {{'role', 'content'}} dicts, "
                          f"got {messages!r:.80}")
-    out = []
-    for i, m in enumerate(messages):
-        if not isinstance(m, dict):
-            raise ValueError(f"messages[{i}] must be a dict with 'role' and 'content', "
-                             f"got {m!r:.80}")
-        if m.get('role') not in ROLES:
-            raise ValueError(f"messages[{i}].role must be one of {', '.join(ROLES)}, "
-                             f"got {m.get('role')!r}")
-        if 'content' not in m: raise ValueError(f"messages[{i}] has no 'content'")
-        out.append({**m, 'content': _text(m['content'], i)})
-    return out
+    return [_message(m, i) for i, m in enumerate(messages)]
 
 # %% ../nbs/03_tokenizer.ipynb #03c00002
 def chat_prompt(tok, messages, chat_template=None, add_generation_prompt=True, **kwargs) -> str:
     "The prompt text of a conversation: `messages` through `chat_template` (default: the tokenizer's)."
     template = chat_template or getattr(tok, 'chat_template', None)
     if not template: raise ValueError("this checkpoint has no chat template: pass chat_template")
-    return tok.render_chat(template, check_messages(messages), add_generation_prompt, **kwargs)
+    messages = check_messages(messages)
+    try: return tok.render_chat(template, messages, add_generation_prompt, **kwargs)
+    except Exception as e:     # a template is code the caller chose: its failure is a bad argument
+        raise ValueError(f"the chat template failed: {type(e).__name__}: {e}") from e
