@@ -324,7 +324,9 @@ def add_request(self: LLMEngine,
         params = replace(params, max_tokens=self.max_model_len - len(ids))
     choices = []
     for i in range(params.n):
-        p = params if i == 0 or params.seed is None else replace(params, seed=params.seed + i)
+        # choice i samples with seed + i, wrapped as a seed's key wraps it (sampling chapter)
+        seed = None if params.seed is None else (params.seed + i) % 2**64
+        p = params if i == 0 or seed is None else replace(params, seed=seed)
         lps = [] if params.logprobs is not None else None
         choices.append(Choice(i, Sequence(self._next_seq + i, ids, p, arrival=now), logprobs=lps))
     self._next_seq += params.n
