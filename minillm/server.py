@@ -12,12 +12,13 @@ import uvicorn
 from fastcore.basics import patch
 from fastapi import Depends, FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
+from . import __version__
 from .sampling import SamplingParams
 from .tokenizer import chat_prompt, load_tokenizer
 from .engine import EngineConfig, LLMEngine, check_fits, is_token_ids
 
 # %% auto #0
-__all__ = ['FIELDS', 'MAX_LOGPROBS', 'NOT_IMPLEMENTED', 'EngineProcess', 'APIError', 'request_params', 'make_params',
+__all__ = ['FIELDS', 'MAX_LOGPROBS', 'MAX_N', 'NOT_IMPLEMENTED', 'EngineProcess', 'APIError', 'request_params', 'make_params',
            'completion_prompts', 'refuse_unsupported', 'completion_logprobs', 'chat_logprobs', 'usage', 'sse',
            'Metrics', 'Server', 'serve', 'server_process']
 
@@ -227,6 +228,7 @@ FIELDS = ('n', 'temperature', 'top_p', 'top_k', 'min_p', 'presence_penalty', 'fr
           'repetition_penalty', 'seed', 'stop', 'stop_token_ids', 'ignore_eos', 'min_tokens',
           'skip_special_tokens')
 MAX_LOGPROBS = 20   # the most top logprobs a token may ask for (OpenAI's chat limit, vLLM's default)
+MAX_N = 128         # the most choices of a prompt (OpenAI's limit): each is a sequence in the engine
 
 def _logprobs(name: str, v) -> int:
     if type(v) is not int or not 0 <= v <= MAX_LOGPROBS:
@@ -236,8 +238,11 @@ def _logprobs(name: str, v) -> int:
 def request_params(body: dict, chat: bool) -> dict:
     "The `SamplingParams` fields of an OpenAI request body, `max_tokens` None where the request leaves it open."
     kw = {k: body[k] for k in FIELDS if body.get(k) is not None}
+    if type(kw.get('n')) is int and kw['n'] > MAX_N:
+        raise APIError(f"n must be at most {MAX_N}, got {kw['n']}", 'n')
     if chat:
-        kw['max_tokens'] = body.get('max_completion_tokens', body.get('max_tokens'))
+        newer = body.get('max_completion_tokens')            # OpenAI's newer name wins when given
+        kw['max_tokens'] = body.get('max_tokens') if newer is None else newer
         if body.get('logprobs') not in (None, True, False):
             raise APIError(f"logprobs must be a bool for chat completions, "
                            f"got {body['logprobs']!r}", 'logprobs')
@@ -277,7 +282,9 @@ NOT_IMPLEMENTED = dict(echo=(False,), suffix=('',), best_of=(1,), logit_bias=({}
                        guided_json=(), guided_regex=(), guided_choice=(), guided_grammar=(),
                        structured_outputs=(), use_beam_search=(False,), prompt_logprobs=(),
                        include_stop_str_in_output=(False,), continue_final_message=(False,),
-                       allowed_token_ids=(), bad_words=([],), truncate_prompt_tokens=())
+                       allowed_token_ids=(), bad_words=([],), truncate_prompt_tokens=(),
+                       modalities=(['text'],), audio=(), reasoning_effort=(), prediction=(),
+                       web_search_options=())
 
 def refuse_unsupported(body: dict):
     "Raise a 400 naming the first field whose value asks for something this server does not do."
@@ -355,11 +362,21 @@ class Server:
         @app.exception_handler(APIError)
         async def api_error(request, e: APIError):
             return JSONResponse(e.body(), status_code=e.status)
-        @app.get('/health')
+        @app.exception_handler(Exception)             # a bug: still answered in OpenAI's body
+        async def internal_error(request, e: Exception):
+            return JSONResponse(APIError(f"internal error: {e!r}", status=500).body(), status_code=500)
+        @app.api_route('/health', methods=['GET', 'HEAD'])
+        @app.api_route('/ping', methods=['GET', 'POST'])
         async def health():
             return Response(status_code=503 if engine.stopping or engine.stopped else 200)
+        @app.get('/version')
+        async def version(): return dict(version=__version__)
         @app.get('/v1/models', **v1)
         async def models(): return dict(object='list', data=[self._model_card()])
+        @app.get('/v1/models/{model:path}', **v1)
+        async def model(model: str):
+            self._check_model(dict(model=model))
+            return self._model_card()
         @app.get('/metrics')
         async def metrics():
             return Response(self.metrics.text(), media_type='text/plain; version=0.0.4')
@@ -409,6 +426,11 @@ async def _body(request) -> dict:
     if so is not None and (not isinstance(so, dict) or so.get('include_usage') not in (None, True, False)):
         raise APIError(f"stream_options must be an object whose include_usage is a bool, got {so!r}",
                        'stream_options')
+    if so is not None and not body.get('stream'):
+        raise APIError("stream_options needs stream: true", 'stream_options')
+    if so and so.get('continuous_usage_stats'):
+        raise APIError("stream_options.continuous_usage_stats is not supported by this server; "
+                       "include_usage gives the usage after the last choice", 'stream_options')
     return body
 
 # %% ../nbs/09b_server.ipynb #ffcf8974
@@ -421,7 +443,9 @@ def _prompts(self: Server, body: dict, chat: bool) -> list:
         if not isinstance(kw, dict):
             raise APIError(f"chat_template_kwargs must be an object, got {kw!r}", 'chat_template_kwargs')
         try: texts = [chat_prompt(tok, body.get('messages'), body.get('chat_template'), gen, **kw)]
-        except (ValueError, TypeError) as e: raise APIError(str(e), 'messages') from None
+        except (ValueError, TypeError) as e:
+            bad = 'chat_template' if str(e).startswith('the chat template') else 'messages'
+            raise APIError(str(e), bad) from None
     else: texts = completion_prompts(body)
     return [tok.encode(t) if isinstance(t, str) else list(t) for t in texts]
 
@@ -447,16 +471,17 @@ async def complete(self: Server, request, chat: bool):
     kw, prompts = request_params(body, chat), await self._off_loop(self._prompts, body, chat)
     params = [make_params(kw, len(ids), self.engine.max_model_len) for ids in prompts]
     rid, q = f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}", asyncio.Queue()
-    rids = {f"{rid}-{j}": j for j in range(len(prompts))}
+    rids, j = {f"{rid}-{j}": j for j in range(len(prompts))}, 0
     try:
-        for r, ids, p in zip(rids, prompts, params): await self.engine.add(r, ids, p, q)
+        for j, (r, ids, p) in enumerate(zip(rids, prompts, params)): await self.engine.add(r, ids, p, q)
     except Exception as e:
         self.engine.abort(list(rids))
         # shutting down
         if isinstance(e, RuntimeError): raise APIError(str(e), status=503) from None
         if not isinstance(e, (ValueError, TypeError)):
             raise APIError(f"internal error: {e!r}", status=500) from None
-        raise APIError(str(e), 'max_tokens' if 'max_tokens' in str(e)
+        which = f"prompt {j} of {len(prompts)}: " if len(prompts) > 1 else ''   # which one was refused
+        raise APIError(which + str(e), 'max_tokens' if 'max_tokens' in str(e)
                        else 'messages' if chat else 'prompt') from None
     call = _Call(self, rid, chat, rids, params, prompts, q)
     if body.get('stream'):
@@ -492,6 +517,7 @@ class _Call:
         self.top, self.prompts = params[0].logprobs if chat else None, prompts
         self.prompt_tokens, self.completion_tokens, self.done = sum(map(len, prompts)), 0, set()
         self.offsets, self.ntok = {}, {}   # choice -> characters of text, tokens so far
+        self.finished, self.check_at = 0, 0.0   # choices finished; when to ask if the client is there
 
 # %% ../nbs/09b_server.ipynb #056a9972
 @patch
@@ -529,6 +555,7 @@ def _record(self: _Call, o, j):
     m.generated.inc(n)
     for *_, reason in choices:
         if reason: m.finished.labels(reason).inc()
+        self.finished += bool(reason)
     if timing is None: return
     (ttft, decode), longest = timing, max(self.ntok.get(j * self.n + k, 0) for k in range(self.n))
     m.prompt.inc(len(self.prompts[j]))
@@ -540,12 +567,14 @@ def _record(self: _Call, o, j):
 async def _next(self: _Call, request=None):
     "The next engine output; None if the client went away (checked every half second when `request`)."
     while True:
+        # checked by the clock: a busy engine answers every step, and a client may be gone meanwhile
+        if request is not None and time.monotonic() >= self.check_at:
+            self.check_at = time.monotonic() + 0.5
+            if await request.is_disconnected(): return None
         try:
             item = (await asyncio.wait_for(self.q.get(), 0.5) if request is not None
                     else await self.q.get())
-        except asyncio.TimeoutError:
-            if await request.is_disconnected(): return None
-            continue
+        except asyncio.TimeoutError: continue
         return self._take(item)
 
 # %% ../nbs/09b_server.ipynb #6b317a2e
@@ -561,6 +590,8 @@ def _take(self: _Call, item):
 def _abort_rest(self: _Call):
     rest = [r for r in self.rids if r not in self.done]
     if rest: self.server.engine.abort(rest)
+    left = len(self.rids) * self.n - self.finished       # choices cut short: the client left, or an error
+    if left: self.server.metrics.finished.labels('abort').inc(left)
 
 # %% ../nbs/09b_server.ipynb #b0818b38
 def _join(a: dict, b: dict, chat: bool):
