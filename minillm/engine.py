@@ -384,12 +384,12 @@ def _on_token(self: LLMEngine, req: Request, ch: Choice, tok: int, lp):
         ch.logprobs.append({tok: lp[0], **lp[1]})
         ch.cum_logprob += lp[0]
     n, skip = len(s.output_ids), p.skip_special_tokens
-    eos = tok in self.eos_token_ids and not p.ignore_eos
-    reason = 'stop' if eos or tok in p.stop_token_ids else 'length' if n >= p.max_tokens else None
+    stop_tok = tok in p.stop_token_ids or (tok in self.eos_token_ids and not p.ignore_eos)
+    reason = 'stop' if stop_tok else 'length' if n >= p.max_tokens else None
+    ids = s.output_ids[:-1] if stop_tok else s.output_ids         # a stop token has no text
     if req.stream or p.stop:                                       # text as it comes
         before = len(ch.text)
-        delta, *ch.window = detokenize_step(self.tokenizer, s.output_ids, *ch.window, skip,
-                                            final=bool(reason))
+        delta, *ch.window = detokenize_step(self.tokenizer, ids, *ch.window, skip, final=bool(reason))
         ch.text += delta
         if p.stop and n >= p.min_tokens:
             hits = [ch.text.find(x, max(0, before - len(x) + 1)) for x in p.stop]
@@ -397,7 +397,7 @@ def _on_token(self: LLMEngine, req: Request, ch: Choice, tok: int, lp):
             if hits: ch.text, reason = ch.text[:min(hits)], 'stop'
     if reason:
         if not (req.stream or p.stop):                             # text once, at the end
-            ch.text = self.tokenizer.decode(s.output_ids, skip_special_tokens=skip)
+            ch.text = self.tokenizer.decode(ids, skip_special_tokens=skip)
         self.scheduler.finish(s, reason)
         if req.finished: req.metrics.finish_time = now
 
