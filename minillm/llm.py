@@ -198,7 +198,12 @@ def chat(self: LLM,
     "Reply to each conversation: one `RequestOutput` per conversation, in order."
     one = isinstance(messages, (list, tuple)) and bool(messages) and isinstance(messages[0], dict)
     convs = [messages] if one or not isinstance(messages, (list, tuple)) else list(messages)
-    kw = chat_template_kwargs or {}
-    prompts = [chat_prompt(self.tokenizer, c, chat_template, add_generation_prompt, **kw)
-               for c in convs]
+    kw = dict(chat_template_kwargs or {})
+    gen = kw.pop('add_generation_prompt', add_generation_prompt)   # as `transformers` users pass it
+    prompts = []
+    for i, c in enumerate(convs):
+        try: prompts.append(chat_prompt(self.tokenizer, c, chat_template, gen, **kw))
+        except ValueError as e:
+            if len(convs) == 1: raise
+            raise ValueError(f"conversation {i}: {e}") from None
     return self.generate(prompts, sampling_params, use_tqdm)
