@@ -4,7 +4,7 @@
 
 # %% ../nbs/09_engine.ipynb #ce6d19bb
 from __future__ import annotations
-import gc, json, math, time, traceback, warnings, weakref
+import gc, json, math, numbers, random, time, traceback, warnings, weakref
 from dataclasses import dataclass, field, replace
 import torch
 from fastcore.basics import patch
@@ -22,7 +22,7 @@ __all__ = ['PLUGINS', 'EngineConfig', 'resolve_features', 'Choice', 'Request', '
            'live_engines', 'is_token_ids', 'check_fits']
 
 # %% ../nbs/09_engine.ipynb #43222316
-def _is_int(v) -> bool: return isinstance(v, int) and not isinstance(v, bool)
+def _is_int(v) -> bool: return isinstance(v, numbers.Integral) and not isinstance(v, bool)
 
 # %% ../nbs/09_engine.ipynb #f1f1df19
 @dataclass
@@ -39,7 +39,9 @@ class EngineConfig:
     enable_prefix_caching: bool = True
     num_kv_blocks: int | None = None    # KV pool size; None: sized from memory
     gpu_memory_utilization: float = 0.9
-    seed: int = 0                       # seeds the shared random stream (requests without a seed)
+    # seeds the shared random stream (requests without a seed); None: a random seed
+    seed: int | None = 0
+    max_logprobs: int = 20              # the most logprobs a request may ask for
     quantization: str | None = None     # None or 'int8' (int8 chapter)
     attention_backend: str = 'auto'     # 'torch' (reference) or 'triton'; auto: triton on CUDA
     cuda_graphs: str = 'auto'           # 'on', 'off', 'emulate' (run eagerly); auto: on with triton
@@ -51,15 +53,18 @@ class EngineConfig:
     speculative_max_batch: int = 16     # larger decode steps run without speculation
 
     def __post_init__(self):
-        if not isinstance(self.overlap, bool):
-            raise ValueError(f"overlap must be a bool, got {self.overlap!r}")
+        for k in ('overlap', 'enable_prefix_caching'):
+            if not isinstance(getattr(self, k), bool):
+                raise ValueError(f"{k} must be a bool, got {getattr(self, k)!r}")
+        if self.seed is not None and not _is_int(self.seed):
+            raise ValueError(f"seed must be None or an int, got {self.seed!r}")
         choices = dict(attention_backend=('auto', 'torch', 'triton'),
                        cuda_graphs=('auto', 'on', 'off', 'emulate'))
         for k, ok in choices.items():
             v = getattr(self, k)
             if v not in ok:
                 raise ValueError(f"{k} must be one of {', '.join(map(repr, ok))}, got {v!r}")
-        lows = dict(block_size=1, max_num_seqs=1, speculative_tokens=0,
+        lows = dict(block_size=1, max_num_seqs=1, speculative_tokens=0, max_logprobs=0,
                     prompt_lookup_max=1, prompt_lookup_min=1, speculative_max_batch=1)
         for k, lo in lows.items():
             v = getattr(self, k)
@@ -93,7 +98,7 @@ def resolve_features(c: EngineConfig, device) -> tuple:
     backend, graphs = c.attention_backend, c.cuda_graphs
     if backend == 'auto': backend = 'triton' if cuda and 'triton' in PLUGINS else 'torch'
     if graphs == 'auto':
-        graphs = 'on' if backend == 'triton' and 'cuda_graphs' in PLUGINS else 'off'
+        graphs = 'on' if cuda and backend == 'triton' and 'cuda_graphs' in PLUGINS else 'off'
     if graphs == 'on' and not cuda:
         raise ValueError("cuda_graphs='on' needs a CUDA device; use 'off' or 'emulate'")
     if graphs == 'on' and backend == 'torch':
@@ -216,6 +221,7 @@ class LLMEngine:
         tokens = max(c.max_num_batched_tokens, 512) + seqs * (c.speculative_tokens + 1)
         width = -(-self.max_model_len // c.block_size)
         self.runner = ModelRunner(self.model, self.num_blocks, c.block_size, tokens, seqs, width)
+        if c.seed is None: self.config = c = replace(c, seed=random.randrange(2**63))   # kept, to repeat
         self.generator = torch.Generator(self.device).manual_seed(c.seed)
         # samples a batch of simple rows (a later chapter's kernel)
         self.simple_sampler = sample_simple
@@ -272,13 +278,16 @@ def _auto_blocks(self: LLMEngine):
 # %% ../nbs/09_engine.ipynb #69fba9a5
 def is_token_ids(p) -> bool:
     "Is `p` a prompt given as token ids (a list or tuple of ints)?"
-    return isinstance(p, (list, tuple)) and all(type(t) is int for t in p)
+    return isinstance(p, (list, tuple)) and all(_is_int(t) for t in p)
 
 # %% ../nbs/09_engine.ipynb #2f3b3e25
 def check_fits(prompt_len: int, max_tokens: int | None, max_model_len: int) -> int:
     """The tokens a request may reach, `prompt_len + max_tokens` (None: the context left, at least 1);
     a ValueError when that exceeds `max_model_len`."""
-    if max_tokens is None: max_tokens = max(1, max_model_len - prompt_len)
+    if max_tokens is None:
+        if prompt_len < max_model_len: return max_model_len
+        raise ValueError(f"prompt ({prompt_len} tokens) leaves no room to generate within "
+                         f"max_model_len ({max_model_len})")
     total = prompt_len + max_tokens
     if total > max_model_len:
         raise ValueError(f"prompt ({prompt_len} tokens) + max_tokens ({max_tokens}) = {total} "
@@ -290,7 +299,7 @@ def check_fits(prompt_len: int, max_tokens: int | None, max_model_len: int) -> i
 def _prompt_ids(self: LLMEngine, prompt, params) -> list:
     "The token ids of `prompt`, checked: in the vocabulary, and fitting `max_model_len` and the KV pool."
     if isinstance(prompt, str): ids = self.tokenizer.encode(prompt)
-    elif is_token_ids(prompt): ids = list(prompt)
+    elif is_token_ids(prompt): ids = list(map(int, prompt))
     else:
         raise TypeError(f"a prompt must be a str or a list of int token ids, "
                         f"got {type(prompt).__name__}")
@@ -319,9 +328,16 @@ def add_request(self: LLMEngine,
     if not isinstance(params, SamplingParams):
         raise TypeError(f"sampling_params must be SamplingParams, got {type(params).__name__}")
     if request_id in self.requests: raise ValueError(f"request_id {request_id!r} is already in use")
+    if params.logprobs is not None and params.logprobs > self.config.max_logprobs:
+        raise ValueError(f"logprobs ({params.logprobs}) exceeds this engine's max_logprobs "
+                         f"({self.config.max_logprobs}); raise it in the engine's config")
     ids, now = self._prompt_ids(prompt, params), time.perf_counter()
     if params.max_tokens is None:                 # the context the prompt leaves
-        params = replace(params, max_tokens=self.max_model_len - len(ids))
+        room = self.max_model_len - len(ids)
+        if params.min_tokens > room:
+            raise ValueError(f"min_tokens ({params.min_tokens}) exceeds the {room} tokens that "
+                             f"max_model_len ({self.max_model_len}) leaves after the prompt")
+        params = replace(params, max_tokens=room)
     choices = []
     for i in range(params.n):
         # choice i samples with seed + i, wrapped as a seed's key wraps it (sampling chapter)

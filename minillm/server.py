@@ -439,9 +439,11 @@ def _prompts(self: Server, body: dict, chat: bool) -> list:
     "The token ids of each prompt of a request."
     tok = self.engine.tokenizer
     if chat:
-        kw, gen = body.get('chat_template_kwargs') or {}, body.get('add_generation_prompt', True)
+        kw = body.get('chat_template_kwargs') or {}
         if not isinstance(kw, dict):
             raise APIError(f"chat_template_kwargs must be an object, got {kw!r}", 'chat_template_kwargs')
+        kw = dict(kw)
+        gen = kw.pop('add_generation_prompt', body.get('add_generation_prompt', True))
         try: texts = [chat_prompt(tok, body.get('messages'), body.get('chat_template'), gen, **kw)]
         except (ValueError, TypeError) as e:
             bad = 'chat_template' if str(e).startswith('the chat template') else 'messages'
