@@ -88,9 +88,11 @@ def normalize_prompts(prompts, sampling_params):
     return prompts, [sp] * len(prompts)
 
 # %% ../nbs/09a_llm.ipynb #9a00000a
-def _error_output(rid, prompt, error) -> RequestOutput:
-    comp, text = CompletionOutput(0, '', [], 'error'), prompt if isinstance(prompt, str) else None
-    return RequestOutput(rid, text, [], [comp], True, error, RequestMetrics(time.perf_counter()))
+def _error_output(rid, prompt, error, n: int = 1) -> RequestOutput:
+    "The result of a refused prompt: `n` empty choices finished by 'error'; its ids if it was given as ids."
+    text, ids = prompt if isinstance(prompt, str) else None, list(prompt) if is_token_ids(prompt) else []
+    comps = [CompletionOutput(i, '', [], 'error') for i in range(n)]
+    return RequestOutput(rid, text, ids, comps, True, error, RequestMetrics(time.perf_counter()))
 
 # %% ../nbs/09a_llm.ipynb #612cb942
 @patch
@@ -102,7 +104,8 @@ def _submit(self: LLM, prompts, params, stream: bool) -> list:
         for p, sp in zip(prompts, params):
             rid = next(self._ids)
             try: out.append((eng.add_request(rid, p, sp, stream), None))
-            except (TypeError, ValueError) as e: out.append((rid, _error_output(rid, p, str(e))))
+            except (TypeError, ValueError) as e:
+                out.append((rid, _error_output(rid, p, str(e), getattr(sp, 'n', 1))))
     return out
 
 # %% ../nbs/09a_llm.ipynb #6f2ddbe6
