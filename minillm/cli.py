@@ -38,23 +38,26 @@ DTYPE_CHOICES = ('auto', 'float32', 'bfloat16', 'float16')
 
 # %% ../nbs/20_cli.ipynb #dcb6db4f
 def _model_args(p, speculative_help: str):
-    "The options of a command that loads a model: which, in what dtype, on which device, with drafts or not."
+    "The options of a command that loads a model: which, in what dtype, on which device, int8 or not, drafts or not."
     from minillm.loading import DEFAULT_MODEL
     p.add_argument('--model', default=DEFAULT_MODEL, help=f'checkpoint directory or Hugging Face id '
                                                           f'(default: {DEFAULT_MODEL}, a tiny random Qwen3)')
     p.add_argument('--dtype', choices=DTYPE_CHOICES, default='auto',
                    help='weights and activations dtype (default: auto)')
     p.add_argument('--device', default='auto', help="'cpu', 'cuda', 'cuda:N' or 'auto' (default)")
+    p.add_argument('--quantization', choices=('int8',), default=None, help='int8 weights (default: none)')
     p.add_argument('--speculative-tokens', type=_non_negative_int, default=0, help=speculative_help)
 
 # %% ../nbs/20_cli.ipynb #2e4c997b
 def _generate_args(p):
-    p.add_argument('prompt', help='the text to continue')
+    p.add_argument('prompt', help='the text to continue (with --chat: the user message to reply to)')
+    p.add_argument('--chat', action='store_true', help="reply through the model's chat template")
     _model_args(p, 'n-gram drafts verified per step (default: 0, off)')
     p.add_argument('--max-tokens', type=_positive_int, default=32,
                    help='number of tokens to generate (default: 32)')
     p.add_argument('--temperature', type=float, default=0.0, help='0 (default) is greedy')
     p.add_argument('--top-p', type=float, default=1.0, help='nucleus sampling threshold (default: 1, off)')
+    p.add_argument('--top-k', type=int, default=0, help='keep the k likeliest tokens (default: 0, off)')
     p.add_argument('--seed', type=int, default=None, help='seed for sampling')
 
 # %% ../nbs/20_cli.ipynb #0d3d637d
@@ -72,7 +75,6 @@ def _serve_args(p):
                         '(default: 16384 on the Triton kernels, else 8192)')
     p.add_argument('--gpu-memory-utilization', type=float, default=0.9,
                    help='share of the GPU to use (default: 0.9)')
-    p.add_argument('--quantization', choices=('int8',), default=None, help='int8 weights (default: none)')
     p.add_argument('--api-key', default=os.environ.get('MINILLM_API_KEY'),
                    help="clients must send 'Authorization: Bearer KEY' to /v1 (default: $MINILLM_API_KEY, "
                         "else no key)")
@@ -101,16 +103,22 @@ def _check_args(args, parser):
     except ValueError as e: parser.error(f"argument --device: {e}")
 
 # %% ../nbs/20_cli.ipynb #662bcdd2
+def _sampling(args):
+    from minillm import SamplingParams
+    return SamplingParams(temperature=args.temperature, top_p=args.top_p, top_k=args.top_k,
+                          seed=args.seed, max_tokens=args.max_tokens)
+
 def generate_cmd(args):
-    from minillm import LLM, SamplingParams
-    llm = LLM(args.model, dtype=args.dtype, device=args.device,
+    from minillm import LLM
+    from minillm.tokenizer import chat_prompt
+    llm = LLM(args.model, dtype=args.dtype, device=args.device, quantization=args.quantization,
               speculative_tokens=args.speculative_tokens)
-    params = SamplingParams(temperature=args.temperature, top_p=args.top_p, seed=args.seed,
-                            max_tokens=args.max_tokens)
+    prompt = (chat_prompt(llm.tokenizer, [dict(role='user', content=args.prompt)]) if args.chat
+              else args.prompt)
     t0, n = time.perf_counter(), 0
-    for out in llm.stream(args.prompt, params):
+    for out in llm.stream(prompt, _sampling(args)):
         if out.error: raise ValueError(out.error)                  # before anything is printed
-        if n == 0: print(args.prompt, end='', flush=True)
+        if n == 0 and not args.chat: print(args.prompt, end='', flush=True)
         print(out.text, end='', flush=True)
         n += len(out.token_ids)
     dt = time.perf_counter() - t0
@@ -133,8 +141,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.command in ('generate', 'serve'): _check_args(args, parser)
     if args.command == 'generate':
-        from minillm.sampling import SamplingParams
-        try: SamplingParams(temperature=args.temperature, top_p=args.top_p, seed=args.seed)
+        try: _sampling(args)
         except ValueError as e: parser.error(str(e))
     from minillm import bench
     try: {'generate': generate_cmd, 'serve': serve_cmd, 'bench': bench.run}[args.command](args)
