@@ -278,12 +278,12 @@ def _auto_blocks(self: LLMEngine):
 # %% ../nbs/09_engine.ipynb #69fba9a5
 def is_token_ids(p) -> bool:
     "Is `p` a prompt given as token ids (a list or tuple of ints)?"
-    return isinstance(p, (list, tuple)) and all(_is_int(t) for t in p)
+    return isinstance(p, (list, tuple)) and all(type(t) is int or _is_int(t) for t in p)   # ints first: fast
 
 # %% ../nbs/09_engine.ipynb #2f3b3e25
 def check_fits(prompt_len: int, max_tokens: int | None, max_model_len: int) -> int:
-    """The tokens a request may reach, `prompt_len + max_tokens` (None: the context left, at least 1);
-    a ValueError when that exceeds `max_model_len`."""
+    """The tokens a request may reach, `prompt_len + max_tokens` (None: the whole context); a ValueError
+    when that exceeds `max_model_len`, or when None finds no room left after the prompt."""
     if max_tokens is None:
         if prompt_len < max_model_len: return max_model_len
         raise ValueError(f"prompt ({prompt_len} tokens) leaves no room to generate within "
