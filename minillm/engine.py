@@ -122,6 +122,7 @@ class Choice:
     sent_done: bool = False             # its final increment was returned
     logprobs: list | None = None
     cum_logprob: float = 0.0
+    stop_reason: int | str | None = None  # the stop string or stop token id that ended it
 
     @property
     def finished(self) -> bool: return self.seq.status == FINISHED
@@ -134,7 +135,7 @@ def completion(self: Choice, error=None, delta=False) -> CompletionOutput | None
     reason, cum = ('error' if error else s.finish_reason,
                    None if p.logprobs is None else self.cum_logprob)
     if not delta: return CompletionOutput(self.index, self.text, list(s.output_ids), reason,
-                                          self.logprobs, cum)
+                                          self.logprobs, cum, self.stop_reason)
     done = self.finished or error is not None
     hold = 0 if done or not p.stop else max(map(len, p.stop)) - 1
     upto = max(self.sent_text, len(self.text) - hold)
@@ -142,7 +143,8 @@ def completion(self: Choice, error=None, delta=False) -> CompletionOutput | None
     if self.sent_done or not (text or done): return None    # ids that made no text yet go out later
     a, self.sent_tokens, self.sent_done = self.sent_tokens, len(s.output_ids), done
     lps = None if self.logprobs is None else self.logprobs[a:]
-    return CompletionOutput(self.index, text, s.output_ids[a:], reason if done else None, lps, cum)
+    return CompletionOutput(self.index, text, s.output_ids[a:], reason if done else None, lps, cum,
+                            self.stop_reason)
 
 # %% ../nbs/09_engine.ipynb #65fa4621
 @dataclass(eq=False)
@@ -400,17 +402,21 @@ def _on_token(self: LLMEngine, req: Request, ch: Choice, tok: int, lp):
         ch.logprobs.append({tok: lp[0], **lp[1]})
         ch.cum_logprob += lp[0]
     n, skip = len(s.output_ids), p.skip_special_tokens
-    stop_tok = tok in p.stop_token_ids or (tok in self.eos_token_ids and not p.ignore_eos)
+    eos = tok in self.eos_token_ids and not p.ignore_eos
+    stop_tok = eos or tok in p.stop_token_ids
     reason = 'stop' if stop_tok else 'length' if n >= p.max_tokens else None
+    if stop_tok and not eos: ch.stop_reason = tok
     ids = s.output_ids[:-1] if stop_tok else s.output_ids         # a stop token has no text
     if req.stream or p.stop:                                       # text as it comes
         before = len(ch.text)
         delta, *ch.window = detokenize_step(self.tokenizer, ids, *ch.window, skip, final=bool(reason))
         ch.text += delta
         if p.stop and n >= p.min_tokens:
-            hits = [ch.text.find(x, max(0, before - len(x) + 1)) for x in p.stop]
-            hits = [i for i in hits if i >= 0]
-            if hits: ch.text, reason = ch.text[:min(hits)], 'stop'
+            hits = [(ch.text.find(x, max(0, before - len(x) + 1)), x) for x in p.stop]
+            hits = [h for h in hits if h[0] >= 0]
+            if hits:                                               # the earliest; a tie: the first listed
+                i, ch.stop_reason = min(hits, key=lambda h: h[0])
+                ch.text, reason = ch.text[:i], 'stop'
     if reason:
         if not (req.stream or p.stop):                             # text once, at the end
             ch.text = self.tokenizer.decode(ids, skip_special_tokens=skip)

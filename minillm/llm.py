@@ -187,7 +187,7 @@ def stream(self: LLM, prompts, sampling_params=None):
         for c in o.outputs:                                          # the completions with news
             done = c.finish_reason is not None
             yield StreamOutput(index[o.request_id], c.text, c.token_ids, done, c.finish_reason,
-                               o.error, c.index)
+                               o.error, c.index, c.stop_reason)
 
 # %% ../nbs/09a_llm.ipynb #9a000031
 @patch

@@ -19,6 +19,7 @@ class CompletionOutput:
     finish_reason: str | None      # 'stop', 'length', 'error', 'abort', or None while running
     logprobs: list | None = None   # per token: {token_id: logprob} (sampled token and the top n)
     cumulative_logprob: float | None = None
+    stop_reason: int | str | None = None   # the stop string or stop token id that ended it (not eos)
 
 # %% ../nbs/08b_outputs.ipynb #ba91f59d
 @dataclass
@@ -61,6 +62,7 @@ class StreamOutput:
     finish_reason: str | None = None
     error: str | None = None
     choice: int = 0                     # which of the prompt's `n` completions
+    stop_reason: int | str | None = None   # as in `CompletionOutput`
 
 # %% ../nbs/08b_outputs.ipynb #f4c1c8a5
 def detokenize_step(tok, ids, prefix: int, read: int, skip_special_tokens: bool,

@@ -29,15 +29,15 @@ def _wire(o) -> tuple:
     if o.finished and m.first_token_time and m.finish_time:
         timing = m.ttft, m.finish_time - m.first_token_time
     return (o.request_id, o.finished, o.error, timing,
-            [(c.index, c.text, c.token_ids, c.logprobs, c.finish_reason) for c in o.outputs])
+            [(c.index, c.text, c.token_ids, c.logprobs, c.finish_reason, c.stop_reason) for c in o.outputs])
 
 # %% ../nbs/09b_server.ipynb #e7981bdb
 def _merge(a: tuple, b: tuple) -> tuple:
     "Wire output `a` followed by `b` (of the same request) as one: texts, ids and logprobs joined, `b`'s state."
     ch = {c[0]: c for c in a[4]}
-    for i, text, ids, lps, reason in b[4]:
-        _, t0, ids0, lps0, _ = ch.get(i, (i, '', [], None, None))
-        ch[i] = i, t0 + text, ids0 + ids, lps if lps0 is None else lps0 + (lps or []), reason
+    for i, text, ids, lps, reason, stop in b[4]:
+        _, t0, ids0, lps0, *_ = ch.get(i, (i, '', [], None))
+        ch[i] = i, t0 + text, ids0 + ids, lps if lps0 is None else lps0 + (lps or []), reason, stop
     return (*b[:4], [ch[i] for i in sorted(ch)])
 
 # %% ../nbs/09b_server.ipynb #3e5109b9
@@ -533,7 +533,7 @@ def _choices(self: _Call, o, stream: bool) -> list:
     "The API choices of an engine output (an increment, or the whole result when not streaming)."
     rid, finished, _, timing, choices = o
     out, j = [], self.rids[rid]
-    for index, text, ids, lps, reason in choices:
+    for index, text, ids, lps, reason, stop in choices:
         i = j * self.n + index
         if lps is not None:
             lps = (chat_logprobs(self.tok, ids, lps, self.top) if self.chat else
@@ -543,7 +543,7 @@ def _choices(self: _Call, o, stream: bool) -> list:
         if not self.chat: body = dict(text=text)
         elif stream: body = dict(delta=dict(content=text) if text or not reason else {})
         else: body = dict(message=dict(role='assistant', content=text))
-        out.append(dict(index=i, **body, logprobs=lps, finish_reason=reason))
+        out.append(dict(index=i, **body, logprobs=lps, finish_reason=reason, stop_reason=stop))
     self._record(o, j)
     return out
 
@@ -552,10 +552,10 @@ def _choices(self: _Call, o, stream: bool) -> list:
 def _record(self: _Call, o, j):
     "Count tokens for `usage` and the metrics; time a finished engine request."
     m, (_, _, _, timing, choices) = self.server.metrics, o
-    n = sum(len(ids) for _, _, ids, _, _ in choices)
+    n = sum(len(ids) for _, _, ids, *_ in choices)
     self.completion_tokens += n
     m.generated.inc(n)
-    for *_, reason in choices:
+    for _, _, _, _, reason, _ in choices:
         if reason: m.finished.labels(reason).inc()
         self.finished += bool(reason)
     if timing is None: return
@@ -602,7 +602,7 @@ def _join(a: dict, b: dict, chat: bool):
     else: a['text'] += b['text']
     if b['logprobs'] is not None:
         for k, v in b['logprobs'].items(): a['logprobs'][k] += v
-    a['finish_reason'] = b['finish_reason']
+    a['finish_reason'], a['stop_reason'] = b['finish_reason'], b['stop_reason']
 
 # %% ../nbs/09b_server.ipynb #7e67f7b6
 @patch
@@ -629,7 +629,7 @@ async def events(self: _Call, usage_too: bool):
     try:
         if self.chat:
             first = [dict(index=i, delta=dict(role='assistant', content=''), logprobs=None,
-                          finish_reason=None) for i in range(len(self.rids) * self.n)]
+                          finish_reason=None, stop_reason=None) for i in range(len(self.rids) * self.n)]
             yield sse(dict(head, choices=first))
         while len(self.done) < len(self.rids):
             try:   # the next output, and any queued behind it
