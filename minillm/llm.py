@@ -201,11 +201,10 @@ def chat(self: LLM,
     "Reply to each conversation: one `RequestOutput` per conversation, in order."
     one = isinstance(messages, (list, tuple)) and bool(messages) and isinstance(messages[0], dict)
     convs = [messages] if one or not isinstance(messages, (list, tuple)) else list(messages)
-    kw = dict(chat_template_kwargs or {})
-    gen = kw.pop('add_generation_prompt', add_generation_prompt)   # as `transformers` users pass it
     prompts = []
     for i, c in enumerate(convs):
-        try: prompts.append(chat_prompt(self.tokenizer, c, chat_template, gen, **kw))
+        try: prompts.append(chat_prompt(self.tokenizer, c, chat_template, add_generation_prompt,
+                                        chat_template_kwargs))
         except ValueError as e:
             if len(convs) == 1: raise
             raise ValueError(f"conversation {i}: {e}") from None

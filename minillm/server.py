@@ -439,12 +439,10 @@ def _prompts(self: Server, body: dict, chat: bool) -> list:
     "The token ids of each prompt of a request."
     tok = self.engine.tokenizer
     if chat:
-        kw = body.get('chat_template_kwargs') or {}
+        kw, gen = body.get('chat_template_kwargs') or {}, body.get('add_generation_prompt', True)
         if not isinstance(kw, dict):
             raise APIError(f"chat_template_kwargs must be an object, got {kw!r}", 'chat_template_kwargs')
-        kw = dict(kw)
-        gen = kw.pop('add_generation_prompt', body.get('add_generation_prompt', True))
-        try: texts = [chat_prompt(tok, body.get('messages'), body.get('chat_template'), gen, **kw)]
+        try: texts = [chat_prompt(tok, body.get('messages'), body.get('chat_template'), gen, kw)]
         except (ValueError, TypeError) as e:
             bad = 'chat_template' if str(e).startswith('the chat template') else 'messages'
             raise APIError(str(e), bad) from None
@@ -480,8 +478,7 @@ async def complete(self: Server, request, chat: bool):
         self.engine.abort(list(rids))
         # shutting down
         if isinstance(e, RuntimeError): raise APIError(str(e), status=503) from None
-        if not isinstance(e, (ValueError, TypeError)):
-            raise APIError(f"internal error: {e!r}", status=500) from None
+        if not isinstance(e, (ValueError, TypeError)): raise    # a bug: the app's 500 handler answers it
         which = f"prompt {j} of {len(prompts)}: " if len(prompts) > 1 else ''   # which one was refused
         raise APIError(which + str(e), 'max_tokens' if 'max_tokens' in str(e)
                        else 'messages' if chat else 'prompt') from None

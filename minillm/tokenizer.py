@@ -142,11 +142,14 @@ def check_messages(messages) -> list:
     return [_message(m, i) for i, m in enumerate(messages)]
 
 # %% ../nbs/03_tokenizer.ipynb #03c00002
-def chat_prompt(tok, messages, chat_template=None, add_generation_prompt=True, **kwargs) -> str:
+def chat_prompt(tok, messages, chat_template=None, add_generation_prompt=True,
+                template_kwargs: dict | None = None,   # the API's `chat_template_kwargs`: win over the above
+                **kwargs) -> str:
     "The prompt text of a conversation: `messages` through `chat_template` (default: the tokenizer's)."
     template = chat_template or getattr(tok, 'chat_template', None)
     if not template: raise ValueError("this checkpoint has no chat template: pass chat_template")
     messages = check_messages(messages)
-    try: return tok.render_chat(template, messages, add_generation_prompt, **kwargs)
+    kw = {'add_generation_prompt': add_generation_prompt, **(template_kwargs or {}), **kwargs}
+    try: return tok.render_chat(template, messages, **kw)
     except Exception as e:     # a template is code the caller chose: its failure is a bad argument
         raise ValueError(f"the chat template failed: {type(e).__name__}: {e}") from e
