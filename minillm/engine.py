@@ -137,7 +137,8 @@ def completion(self: Choice, error=None, delta=False) -> CompletionOutput | None
     if not delta: return CompletionOutput(self.index, self.text, list(s.output_ids), reason,
                                           self.logprobs, cum, self.stop_reason)
     done = self.finished or error is not None
-    hold = 0 if done or not p.stop else max(map(len, p.stop)) - 1
+    # text that may begin a stop string waits, unless the stop string is kept
+    hold = 0 if done or not p.stop or p.include_stop_str_in_output else max(map(len, p.stop)) - 1
     upto = max(self.sent_text, len(self.text) - hold)
     text, self.sent_text = self.text[self.sent_text:upto], upto
     if self.sent_done or not (text or done): return None    # ids that made no text yet go out later
@@ -333,6 +334,10 @@ def add_request(self: LLMEngine,
     if params.logprobs is not None and params.logprobs > self.config.max_logprobs:
         raise ValueError(f"logprobs ({params.logprobs}) exceeds this engine's max_logprobs "
                          f"({self.config.max_logprobs}); raise it in the engine's config")
+    V = self.model.config.vocab_size
+    for name in ('logit_bias', 'allowed_token_ids'):
+        bad = [t for t in getattr(params, name) or () if t >= V]
+        if bad: raise ValueError(f"{name} token id {bad[0]} is outside the vocabulary [0, {V})")
     ids, now = self._prompt_ids(prompt, params), time.perf_counter()
     if params.max_tokens is None:                 # the context the prompt leaves
         room = self.max_model_len - len(ids)
@@ -406,7 +411,8 @@ def _on_token(self: LLMEngine, req: Request, ch: Choice, tok: int, lp):
     stop_tok = eos or tok in p.stop_token_ids
     reason = 'stop' if stop_tok else 'length' if n >= p.max_tokens else None
     if stop_tok and not eos: ch.stop_reason = tok
-    ids = s.output_ids[:-1] if stop_tok else s.output_ids         # a stop token has no text
+    keep = p.include_stop_str_in_output
+    ids = s.output_ids[:-1] if stop_tok and not keep else s.output_ids   # a stop token has no text
     if req.stream or p.stop:                                       # text as it comes
         before = len(ch.text)
         delta, *ch.window = detokenize_step(self.tokenizer, ids, *ch.window, skip, final=bool(reason))
@@ -416,7 +422,8 @@ def _on_token(self: LLMEngine, req: Request, ch: Choice, tok: int, lp):
             hits = [h for h in hits if h[0] >= 0]
             if hits:                                               # the earliest; a tie: the first listed
                 i, ch.stop_reason = min(hits, key=lambda h: h[0])
-                ch.text, reason = ch.text[:i], 'stop'
+                end = i + len(ch.stop_reason) if keep else i
+                ch.text, reason = ch.text[:end], 'stop'
     if reason:
         if not (req.stream or p.stop):                             # text once, at the end
             ch.text = self.tokenizer.decode(ids, skip_special_tokens=skip)

@@ -12,10 +12,10 @@ import torch
 from fastcore.basics import patch
 
 # %% auto #0
-__all__ = ['SamplingParams', 'apply_min_tokens', 'token_counts', 'apply_penalties', 'apply_top_k_top_p', 'apply_min_p',
-           'process_logits', 'sample_key', 'sample_keys', 'keyed_exponential', 'random_sample', 'SamplerOutput',
-           'compute_logprobs', 'penalised', 'on_device', 'simple', 'plain_greedy', 'needs_sort', 'in_kernel', 'upload',
-           'sampling_rows', 'sample_simple', 'PenaltyCounts', 'sample']
+__all__ = ['SamplingParams', 'apply_min_tokens', 'apply_logit_bias', 'token_counts', 'apply_penalties', 'apply_top_k_top_p',
+           'apply_min_p', 'process_logits', 'sample_key', 'sample_keys', 'keyed_exponential', 'random_sample',
+           'SamplerOutput', 'compute_logprobs', 'penalised', 'on_device', 'simple', 'plain_greedy', 'needs_sort',
+           'in_kernel', 'upload', 'sampling_rows', 'sample_simple', 'PenaltyCounts', 'sample']
 
 # %% ../nbs/07_sampling.ipynb #b3328d37
 # temperatures below this are greedy, as in vLLM (dividing by them would overflow)
@@ -53,13 +53,21 @@ def _stops(v) -> list:
         raise ValueError(f"stop must be None, a non-empty str or a list of non-empty str, got {v!r}")
     return list(stop)
 
-def _token_ids(v) -> list:
-    "`stop_token_ids` as a list of ints >= 0."
+def _is_id(t) -> bool: return isinstance(t, numbers.Integral) and not isinstance(t, bool) and t >= 0
+
+def _token_ids(v, name='stop_token_ids') -> list:
+    "`stop_token_ids` (or the list `name`) as a list of ints >= 0."
     ids = [] if v is None else v
-    if not isinstance(ids, (list, tuple)) or not all(
-            isinstance(t, numbers.Integral) and not isinstance(t, bool) and t >= 0 for t in ids):
-        raise ValueError(f"stop_token_ids must be None or a list of ints >= 0, got {v!r}")
+    if not isinstance(ids, (list, tuple)) or not all(map(_is_id, ids)):
+        raise ValueError(f"{name} must be None or a list of ints >= 0, got {v!r}")
     return [int(t) for t in ids]
+
+def _bias(v) -> dict | None:
+    "`logit_bias` as `{token id: float in [-100, 100]}`; None or {} is None."
+    if not v: return None
+    if not isinstance(v, dict) or not all(map(_is_id, v)):
+        raise ValueError(f"logit_bias must be None or a dict of token ids (ints >= 0) to floats, got {v!r}")
+    return {int(t): _real(f'logit_bias[{t}]', b, -100, 100) for t, b in v.items()}
 
 # %% ../nbs/07_sampling.ipynb #4c5e539b
 @dataclass
@@ -87,6 +95,10 @@ class SamplingParams:
     # None, or how many top logprobs to return (0: just the sampled token's)
     logprobs: int | None = None
     skip_special_tokens: bool = True  # leave special tokens out of the detokenised text
+    # {token id: bias} added to the logits (OpenAI's range, -100 to 100)
+    logit_bias: dict | None = None
+    allowed_token_ids: list | None = None   # only these tokens may be chosen; None: all
+    include_stop_str_in_output: bool = False  # keep the stop string (or stop token's text) in the text
 
     def __post_init__(self):
         inf = math.inf
@@ -114,6 +126,15 @@ class SamplingParams:
         if self.logprobs is not None:
             self.logprobs = _int('logprobs', self.logprobs, lambda v: v >= 0, "None or an int >= 0")
         self.skip_special_tokens = _bool('skip_special_tokens', self.skip_special_tokens)
+        self.logit_bias = _bias(self.logit_bias)
+        if self.allowed_token_ids is not None:
+            self.allowed_token_ids = _token_ids(self.allowed_token_ids, 'allowed_token_ids')
+            if not self.allowed_token_ids: raise ValueError("allowed_token_ids must not be empty")
+        self.include_stop_str_in_output = _bool('include_stop_str_in_output',
+                                                self.include_stop_str_in_output)
+        # asks for what only the processors' path does (read by `on_device` for every row of every step)
+        self._processed = (self.logprobs is not None or self.logit_bias is not None
+                           or self.allowed_token_ids is not None)
 
 # %% ../nbs/07_sampling.ipynb #384ac61e
 @patch(as_prop=True)
@@ -132,6 +153,20 @@ def apply_min_tokens(logits, params, output_ids, eos_token_ids=()):
     if rows:
         logits[torch.tensor(rows, device=logits.device),
                torch.tensor(cols, device=logits.device)] = float('-inf')
+    return logits
+
+# %% ../nbs/07_sampling.ipynb #026d90c6
+def apply_logit_bias(logits, params):
+    "Tokens outside a row's `allowed_token_ids` to -inf, then its `logit_bias` added (in place)."
+    V, dev = logits.shape[-1], logits.device
+    for i, p in enumerate(params):
+        if p.allowed_token_ids is not None:
+            keep = torch.full((V,), float('-inf'), device=dev)
+            keep[torch.tensor(p.allowed_token_ids, device=dev)] = 0.0
+            logits[i] += keep
+        if p.logit_bias is not None:
+            ids = torch.tensor(list(p.logit_bias), device=dev)
+            logits[i, ids] += torch.tensor(list(p.logit_bias.values()), device=dev)
     return logits
 
 # %% ../nbs/07_sampling.ipynb #0125ced7
@@ -187,6 +222,7 @@ def process_logits(logits, params, prompt_ids, output_ids, eos_token_ids=()):
     B, V = x.shape
     row = lambda f, dtype=torch.float32: torch.tensor([f(p) for p in params],
                                                       dtype=dtype, device=x.device)  # [B]
+    apply_logit_bias(x, params)
     apply_min_tokens(x, params, output_ids, eos_token_ids)
     rep = [p.repetition_penalty != 1 for p in params]
     pen = [r or p.presence_penalty != 0 or p.frequency_penalty != 0 for r, p in zip(rep, params)]
@@ -288,8 +324,9 @@ def penalised(p) -> bool:
     return p.repetition_penalty != 1 or p.presence_penalty != 0 or p.frequency_penalty != 0
 
 def on_device(p, out) -> bool:
-    "A row the device can choose given its history's counts: no logprobs, min_tokens reached (`out`: its output)."
-    return p.logprobs is None and len(out) >= p.min_tokens
+    """A row the device can choose given its history's counts: no logprobs, no logit bias or allowed list,
+    min_tokens reached (`out`: its output)."""
+    return not p._processed and len(out) >= p.min_tokens
 
 def simple(p, out) -> bool:
     "A row that needs nothing of its history: no penalty, no logprobs, min_tokens reached."

@@ -226,7 +226,7 @@ class APIError(Exception):
 # %% ../nbs/09b_server.ipynb #30a2aad8
 FIELDS = ('n', 'temperature', 'top_p', 'top_k', 'min_p', 'presence_penalty', 'frequency_penalty',
           'repetition_penalty', 'seed', 'stop', 'stop_token_ids', 'ignore_eos', 'min_tokens',
-          'skip_special_tokens')
+          'skip_special_tokens', 'allowed_token_ids', 'include_stop_str_in_output')
 MAX_LOGPROBS = 20   # the most top logprobs a token may ask for (OpenAI's chat limit, vLLM's default)
 MAX_N = 128         # the most choices of a prompt (OpenAI's limit): each is a sequence in the engine
 
@@ -240,6 +240,12 @@ def request_params(body: dict, chat: bool) -> dict:
     kw = {k: body[k] for k in FIELDS if body.get(k) is not None}
     if type(kw.get('n')) is int and kw['n'] > MAX_N:
         raise APIError(f"n must be at most {MAX_N}, got {kw['n']}", 'n')
+    if body.get('logit_bias'):                    # OpenAI's keys: token ids written as strings
+        lb = body['logit_bias']
+        try: kw['logit_bias'] = {int(k): v for k, v in lb.items()}
+        except (AttributeError, ValueError):
+            raise APIError(f"logit_bias must be an object of token ids (as strings) to numbers, "
+                           f"got {lb!r}", 'logit_bias') from None
     if chat:
         newer = body.get('max_completion_tokens')            # OpenAI's newer name wins when given
         kw['max_tokens'] = body.get('max_tokens') if newer is None else newer
@@ -259,7 +265,7 @@ def request_params(body: dict, chat: bool) -> dict:
 def make_params(kw: dict, prompt_len: int, max_model_len: int) -> SamplingParams:
     "`SamplingParams` for a prompt of `prompt_len` tokens, refused when it cannot fit `max_model_len`."
     try: params = SamplingParams(**kw)
-    except ValueError as e: raise APIError(str(e), str(e).split()[0]) from None
+    except ValueError as e: raise APIError(str(e), str(e).split()[0].split('[')[0]) from None
     # refused here, a long prompt never travels to the engine process
     try: check_fits(prompt_len, params.max_tokens, max_model_len)
     except ValueError as e: raise APIError(str(e), 'max_tokens') from None
@@ -276,13 +282,12 @@ def completion_prompts(body: dict) -> list:
 
 # %% ../nbs/09b_server.ipynb #9ee1ffc6
 # the fields this server does not implement, and the values that ask for nothing: OpenAI's, then vLLM's
-NOT_IMPLEMENTED = dict(echo=(False,), suffix=('',), best_of=(1,), logit_bias=({},),
+NOT_IMPLEMENTED = dict(echo=(False,), suffix=('',), best_of=(1,),
                        response_format=({'type': 'text'},), tools=([],), tool_choice=('none',),
                        functions=([],), function_call=('none',),
                        guided_json=(), guided_regex=(), guided_choice=(), guided_grammar=(),
                        structured_outputs=(), use_beam_search=(False,), prompt_logprobs=(),
-                       include_stop_str_in_output=(False,), continue_final_message=(False,),
-                       allowed_token_ids=(), bad_words=([],), truncate_prompt_tokens=(),
+                       continue_final_message=(False,), bad_words=([],), truncate_prompt_tokens=(),
                        modalities=(['text'],), audio=(), reasoning_effort=(), prediction=(),
                        web_search_options=())
 
@@ -423,14 +428,14 @@ async def _body(request) -> dict:
     if body.get('stream') not in (None, True, False):
         raise APIError(f"stream must be a bool, got {body['stream']!r}", 'stream')
     so = body.get('stream_options')
-    if so is not None and (not isinstance(so, dict) or so.get('include_usage') not in (None, True, False)):
-        raise APIError(f"stream_options must be an object whose include_usage is a bool, got {so!r}",
-                       'stream_options')
+    flags = ('include_usage', 'continuous_usage_stats')
+    if so is not None and (not isinstance(so, dict) or any(so.get(k) not in (None, True, False) for k in flags)):
+        raise APIError(f"stream_options must be an object whose {' and '.join(flags)} are bools, "
+                       f"got {so!r}", 'stream_options')
     if so is not None and not body.get('stream'):
         raise APIError("stream_options needs stream: true", 'stream_options')
-    if so and so.get('continuous_usage_stats'):
-        raise APIError("stream_options.continuous_usage_stats is not supported by this server; "
-                       "include_usage gives the usage after the last choice", 'stream_options')
+    if so and so.get('continuous_usage_stats') and not so.get('include_usage'):
+        raise APIError("stream_options.continuous_usage_stats needs include_usage: true", 'stream_options')
     return body
 
 # %% ../nbs/09b_server.ipynb #ffcf8974
@@ -480,12 +485,13 @@ async def complete(self: Server, request, chat: bool):
         if isinstance(e, RuntimeError): raise APIError(str(e), status=503) from None
         if not isinstance(e, (ValueError, TypeError)): raise    # a bug: the app's 500 handler answers it
         which = f"prompt {j} of {len(prompts)}: " if len(prompts) > 1 else ''   # which one was refused
-        raise APIError(which + str(e), 'max_tokens' if 'max_tokens' in str(e)
-                       else 'messages' if chat else 'prompt') from None
+        named = [k for k in ('max_tokens', 'logit_bias', 'allowed_token_ids') if k in str(e)]
+        raise APIError(which + str(e), named[0] if named else 'messages' if chat else 'prompt') from None
     call = _Call(self, rid, chat, rids, params, prompts, q)
     if body.get('stream'):
-        usage_too = bool((body.get('stream_options') or {}).get('include_usage'))
-        return StreamingResponse(call.events(usage_too), media_type='text/event-stream')
+        so = body.get('stream_options') or {}
+        events = call.events(bool(so.get('include_usage')), bool(so.get('continuous_usage_stats')))
+        return StreamingResponse(events, media_type='text/event-stream')
     return JSONResponse(await call.result(request))
 
 # %% ../nbs/09b_server.ipynb #cee3b427
@@ -620,14 +626,18 @@ async def result(self: _Call, request) -> dict:
 
 # %% ../nbs/09b_server.ipynb #57152b8d
 @patch
-async def events(self: _Call, usage_too: bool):
+async def events(self: _Call, usage_too: bool,
+                 every: bool = False):   # the usage so far in every event too
     "Server-sent events: one per increment, a usage event if asked, then [DONE]."
     head = self._head('.chunk' if self.chat else '')
+    def event(choices):
+        ev = dict(head, choices=choices)
+        if every: ev['usage'] = usage(self.prompt_tokens, self.completion_tokens)
+        return sse(ev)
     try:
         if self.chat:
-            first = [dict(index=i, delta=dict(role='assistant', content=''), logprobs=None,
-                          finish_reason=None, stop_reason=None) for i in range(len(self.rids) * self.n)]
-            yield sse(dict(head, choices=first))
+            yield event([dict(index=i, delta=dict(role='assistant', content=''), logprobs=None,
+                              finish_reason=None, stop_reason=None) for i in range(len(self.rids) * self.n)])
         while len(self.done) < len(self.rids):
             try:   # the next output, and any queued behind it
                 outs = [await self._next()]
@@ -637,8 +647,7 @@ async def events(self: _Call, usage_too: bool):
                 break
             merged = {}                                    # one event per engine request
             for o in outs: merged[o[0]] = _merge(merged[o[0]], o) if o[0] in merged else o
-            yield ''.join(sse(dict(head, choices=self._choices(o, stream=True)))
-                          for o in merged.values())
+            yield ''.join(event(self._choices(o, stream=True)) for o in merged.values())
         else:
             if usage_too:
                 yield sse(dict(head, choices=[],
