@@ -12,6 +12,8 @@ Sections (each runs even if an earlier one failed; failures are recorded):
            alone and in a batch
   penalties fp32: penalised requests (greedy and seeded), overlapped with counts on the device, give the tokens of the
            same requests asking for logprobs, which run in order through the host's processors
+  lists    fp32: requests with logit_bias or allowed_token_ids beside plain ones, on the default engine (graphs,
+           overlap) against the PyTorch path: the same tokens, allowed tokens only, and the plain rows unchanged
   memory   bf16: an LLM dropped without gc.collect() gives its GPU memory back: a second one at 0.9 of the card builds
 Writes engine_loop_gpu.json to $OUT if set, else to benchmarks/results/.
 """
@@ -107,6 +109,25 @@ def penalties():
                           slots_freed=free)
     log('penalties:', R['penalties'])
 
+def lists():
+    plain = SamplingParams(temperature=0, max_tokens=32, ignore_eos=True)
+    allowed = sorted(set(PROMPTS[4][:16]))
+    biased = dict(logit_bias={PROMPTS[2][0]: 5.0, PROMPTS[2][1]: 3.0, PROMPTS[2][2]: -100})
+    sps = [dataclasses.replace(plain, **biased) if i % 4 == 1 else
+           dataclasses.replace(plain, temperature=0.8, seed=i, allowed_token_ids=allowed) if i % 4 == 3 else plain
+           for i in range(8)]
+    out = {}
+    for name, kw in [('defaults', {}), ('PyTorch path', dict(attention_backend='torch', cuda_graphs='off'))]:
+        with llm06(**kw) as llm:
+            out[name] = toks(llm, PROMPTS, sps)
+            if name == 'defaults': alone = [toks(llm, [PROMPTS[i]], plain)[0] for i in (0, 2, 4, 6)]
+    a, b = out['defaults'], out['PyTorch path']
+    R['lists'] = dict(identical=sum(x == y for x, y in zip(a, b)), of=8,
+                      allowed_only=all(set(a[i]) <= set(allowed) for i in (3, 7)),
+                      banned_absent=all(PROMPTS[2][2] not in a[i] for i in (1, 5)),
+                      plain_unchanged=[a[i] for i in (0, 2, 4, 6)] == alone)
+    log('lists:', R['lists'])
+
 def memory():
     base = torch.cuda.memory_allocated()
     llm = llm06(torch.bfloat16, gpu_memory_utilization=0.9)
@@ -120,7 +141,7 @@ def memory():
     log('memory:', R['memory'])
     llm.close()
 
-SECTIONS = dict(fp32=fp32, sharing=sharing, seeded=seeded, penalties=penalties, memory=memory)
+SECTIONS = dict(fp32=fp32, sharing=sharing, seeded=seeded, penalties=penalties, lists=lists, memory=memory)
 only = [a.split('=', 1)[1].split(',') for a in sys.argv if a.startswith('--only=')]
 for fn in [f for k, f in SECTIONS.items() if not only or k in only[0]]: run_section(fn, R, save)
 log('done; errors in:', list(R['errors']) or 'none')
