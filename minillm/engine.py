@@ -19,7 +19,7 @@ from .outputs import CompletionOutput, RequestMetrics, RequestOutput, detokenize
 
 # %% auto #0
 __all__ = ['PLUGINS', 'EngineConfig', 'resolve_features', 'Choice', 'Request', 'PlainStep', 'LLMEngine', 'activation_reserve',
-           'live_engines', 'is_token_ids', 'check_fits']
+           'live_engines', 'is_token_ids', 'check_fits', 'truncate_prompt']
 
 # %% ../nbs/09_engine.ipynb #43222316
 def _is_int(v) -> bool: return isinstance(v, numbers.Integral) and not isinstance(v, bool)
@@ -297,15 +297,22 @@ def check_fits(prompt_len: int, max_tokens: int | None, max_model_len: int) -> i
                          f"exceeds max_model_len ({max_model_len})")
     return total
 
+# %% ../nbs/09_engine.ipynb #d9635924
+def truncate_prompt(ids: list, k: int | None, max_model_len: int) -> list:
+    "The last `k` of `ids` (-1: the last `max_model_len`; None: all of them)."
+    if k is None: return ids
+    return ids[-(max_model_len if k == -1 else k):]
+
 # %% ../nbs/09_engine.ipynb #e28384b2
 @patch
 def _prompt_ids(self: LLMEngine, prompt, params) -> list:
-    "The token ids of `prompt`, checked: in the vocabulary, and fitting `max_model_len` and the KV pool."
+    "The token ids of `prompt` (truncated if asked), checked: in the vocabulary, fitting `max_model_len` and the KV pool."
     if isinstance(prompt, str): ids = self.tokenizer.encode(prompt)
     elif is_token_ids(prompt): ids = list(map(int, prompt))
     else:
         raise TypeError(f"a prompt must be a str or a list of int token ids, "
                         f"got {type(prompt).__name__}")
+    ids = truncate_prompt(ids, params.truncate_prompt_tokens, self.max_model_len)
     V, n = self.model.config.vocab_size, len(ids)
     if not ids: raise ValueError("the prompt is empty")
     bad = [t for t in ids if not 0 <= t < V]

@@ -99,6 +99,8 @@ class SamplingParams:
     logit_bias: dict | None = None
     allowed_token_ids: list | None = None   # only these tokens may be chosen; None: all
     include_stop_str_in_output: bool = False  # keep the stop string (or stop token's text) in the text
+    # keep only the prompt's last k tokens; -1: the last max_model_len; None: the whole prompt
+    truncate_prompt_tokens: int | None = None
 
     def __post_init__(self):
         inf = math.inf
@@ -132,6 +134,9 @@ class SamplingParams:
             if not self.allowed_token_ids: raise ValueError("allowed_token_ids must not be empty")
         self.include_stop_str_in_output = _bool('include_stop_str_in_output',
                                                 self.include_stop_str_in_output)
+        if self.truncate_prompt_tokens is not None:
+            self.truncate_prompt_tokens = _int('truncate_prompt_tokens', self.truncate_prompt_tokens,
+                                               lambda v: v == -1 or v >= 1, "None, -1 or an int >= 1")
         # asks for what only the processors' path does (read by `on_device` for every row of every step)
         self._processed = (self.logprobs is not None or self.logit_bias is not None
                            or self.allowed_token_ids is not None)

@@ -15,7 +15,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from . import __version__
 from .sampling import SamplingParams
 from .tokenizer import chat_prompt, load_tokenizer
-from .engine import EngineConfig, LLMEngine, check_fits, is_token_ids
+from .engine import EngineConfig, LLMEngine, check_fits, is_token_ids, truncate_prompt
 
 # %% auto #0
 __all__ = ['FIELDS', 'MAX_LOGPROBS', 'MAX_N', 'NOT_IMPLEMENTED', 'EngineProcess', 'APIError', 'request_params', 'make_params',
@@ -226,7 +226,7 @@ class APIError(Exception):
 # %% ../nbs/09b_server.ipynb #30a2aad8
 FIELDS = ('n', 'temperature', 'top_p', 'top_k', 'min_p', 'presence_penalty', 'frequency_penalty',
           'repetition_penalty', 'seed', 'stop', 'stop_token_ids', 'ignore_eos', 'min_tokens',
-          'skip_special_tokens', 'allowed_token_ids', 'include_stop_str_in_output')
+          'skip_special_tokens', 'allowed_token_ids', 'include_stop_str_in_output', 'truncate_prompt_tokens')
 MAX_LOGPROBS = 20   # the most top logprobs a token may ask for (OpenAI's chat limit, vLLM's default)
 MAX_N = 128         # the most choices of a prompt (OpenAI's limit): each is a sequence in the engine
 
@@ -262,14 +262,15 @@ def request_params(body: dict, chat: bool) -> dict:
     return kw
 
 # %% ../nbs/09b_server.ipynb #aa8ed69d
-def make_params(kw: dict, prompt_len: int, max_model_len: int) -> SamplingParams:
-    "`SamplingParams` for a prompt of `prompt_len` tokens, refused when it cannot fit `max_model_len`."
+def make_params(kw: dict, ids: list, max_model_len: int) -> tuple:
+    "`(SamplingParams, ids)` of a prompt's token ids (cut if asked); refused when they cannot fit `max_model_len`."
     try: params = SamplingParams(**kw)
     except ValueError as e: raise APIError(str(e), str(e).split()[0].split('[')[0]) from None
+    ids = truncate_prompt(ids, params.truncate_prompt_tokens, max_model_len)
     # refused here, a long prompt never travels to the engine process
-    try: check_fits(prompt_len, params.max_tokens, max_model_len)
+    try: check_fits(len(ids), params.max_tokens, max_model_len)
     except ValueError as e: raise APIError(str(e), 'max_tokens') from None
-    return params
+    return params, ids
 
 # %% ../nbs/09b_server.ipynb #855a63f5
 def completion_prompts(body: dict) -> list:
@@ -287,7 +288,7 @@ NOT_IMPLEMENTED = dict(echo=(False,), suffix=('',), best_of=(1,),
                        functions=([],), function_call=('none',),
                        guided_json=(), guided_regex=(), guided_choice=(), guided_grammar=(),
                        structured_outputs=(), use_beam_search=(False,), prompt_logprobs=(),
-                       continue_final_message=(False,), bad_words=([],), truncate_prompt_tokens=(),
+                       continue_final_message=(False,), bad_words=([],),
                        modalities=(['text'],), audio=(), reasoning_effort=(), prediction=(),
                        web_search_options=())
 
@@ -474,7 +475,7 @@ async def complete(self: Server, request, chat: bool):
     self._check_model(body)
     refuse_unsupported(body)
     kw, prompts = request_params(body, chat), await self._off_loop(self._prompts, body, chat)
-    params = [make_params(kw, len(ids), self.engine.max_model_len) for ids in prompts]
+    params, prompts = zip(*[make_params(kw, ids, self.engine.max_model_len) for ids in prompts])
     rid, q = f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}", asyncio.Queue()
     rids, j = {f"{rid}-{j}": j for j in range(len(prompts))}, 0
     try:
