@@ -341,10 +341,13 @@ def add_request(self: LLMEngine,
     if params.logprobs is not None and params.logprobs > self.config.max_logprobs:
         raise ValueError(f"logprobs ({params.logprobs}) exceeds this engine's max_logprobs "
                          f"({self.config.max_logprobs}); raise it in the engine's config")
-    V = self.model.config.vocab_size
+    V, ok = self.model.config.vocab_size, params.allowed_token_ids
     for name in ('logit_bias', 'allowed_token_ids'):
         bad = [t for t in getattr(params, name) or () if t >= V]
         if bad: raise ValueError(f"{name} token id {bad[0]} is outside the vocabulary [0, {V})")
+    if ok and params.min_tokens and set(ok) <= {*self.eos_token_ids, *params.stop_token_ids}:
+        raise ValueError("allowed_token_ids holds only stop tokens (eos or stop_token_ids), which min_tokens "
+                         "masks: no token could be chosen")
     ids, now = self._prompt_ids(prompt, params), time.perf_counter()
     if params.max_tokens is None:                 # the context the prompt leaves
         room = self.max_model_len - len(ids)

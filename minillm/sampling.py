@@ -64,9 +64,9 @@ def _token_ids(v, name='stop_token_ids') -> list:
 
 def _bias(v) -> dict | None:
     "`logit_bias` as `{token id: float in [-100, 100]}`; None or {} is None."
-    if not v: return None
+    if v is None or v == {}: return None
     if not isinstance(v, dict) or not all(map(_is_id, v)):
-        raise ValueError(f"logit_bias must be None or a dict of token ids (ints >= 0) to floats, got {v!r}")
+        raise ValueError(f"logit_bias must be None or a dict of token ids (ints >= 0) to floats, got {v!r:.80}")
     return {int(t): _real(f'logit_bias[{t}]', b, -100, 100) for t, b in v.items()}
 
 # %% ../nbs/07_sampling.ipynb #4c5e539b
@@ -137,9 +137,6 @@ class SamplingParams:
         if self.truncate_prompt_tokens is not None:
             self.truncate_prompt_tokens = _int('truncate_prompt_tokens', self.truncate_prompt_tokens,
                                                lambda v: v == -1 or v >= 1, "None, -1 or an int >= 1")
-        # asks for what only the processors' path does (read by `on_device` for every row of every step)
-        self._processed = (self.logprobs is not None or self.logit_bias is not None
-                           or self.allowed_token_ids is not None)
 
 # %% ../nbs/07_sampling.ipynb #384ac61e
 @patch(as_prop=True)
@@ -169,7 +166,7 @@ def apply_logit_bias(logits, params):
             keep = torch.full((V,), float('-inf'), device=dev)
             keep[torch.tensor(p.allowed_token_ids, device=dev)] = 0.0
             logits[i] += keep
-        if p.logit_bias is not None:
+        if p.logit_bias:
             ids = torch.tensor(list(p.logit_bias), device=dev)
             logits[i, ids] += torch.tensor(list(p.logit_bias.values()), device=dev)
     return logits
@@ -331,7 +328,8 @@ def penalised(p) -> bool:
 def on_device(p, out) -> bool:
     """A row the device can choose given its history's counts: no logprobs, no logit bias or allowed list,
     min_tokens reached (`out`: its output)."""
-    return not p._processed and len(out) >= p.min_tokens
+    return (p.logprobs is None and p.logit_bias is None and p.allowed_token_ids is None
+            and len(out) >= p.min_tokens)
 
 def simple(p, out) -> bool:
     "A row that needs nothing of its history: no penalty, no logprobs, min_tokens reached."

@@ -240,12 +240,12 @@ def request_params(body: dict, chat: bool) -> dict:
     kw = {k: body[k] for k in FIELDS if body.get(k) is not None}
     if type(kw.get('n')) is int and kw['n'] > MAX_N:
         raise APIError(f"n must be at most {MAX_N}, got {kw['n']}", 'n')
-    if body.get('logit_bias'):                    # OpenAI's keys: token ids written as strings
-        lb = body['logit_bias']
+    lb = body.get('logit_bias')
+    if lb is not None:                            # OpenAI's keys: token ids written as strings
         try: kw['logit_bias'] = {int(k): v for k, v in lb.items()}
         except (AttributeError, ValueError):
             raise APIError(f"logit_bias must be an object of token ids (as strings) to numbers, "
-                           f"got {lb!r}", 'logit_bias') from None
+                           f"got {lb!r:.80}", 'logit_bias') from None
     if chat:
         newer = body.get('max_completion_tokens')            # OpenAI's newer name wins when given
         kw['max_tokens'] = body.get('max_tokens') if newer is None else newer
@@ -435,8 +435,6 @@ async def _body(request) -> dict:
                        f"got {so!r}", 'stream_options')
     if so is not None and not body.get('stream'):
         raise APIError("stream_options needs stream: true", 'stream_options')
-    if so and so.get('continuous_usage_stats') and not so.get('include_usage'):
-        raise APIError("stream_options.continuous_usage_stats needs include_usage: true", 'stream_options')
     return body
 
 # %% ../nbs/09b_server.ipynb #ffcf8974
@@ -491,7 +489,8 @@ async def complete(self: Server, request, chat: bool):
     call = _Call(self, rid, chat, rids, params, prompts, q)
     if body.get('stream'):
         so = body.get('stream_options') or {}
-        events = call.events(bool(so.get('include_usage')), bool(so.get('continuous_usage_stats')))
+        usage_too = bool(so.get('include_usage'))         # continuous_usage_stats counts only beside it, as in vLLM
+        events = call.events(usage_too, usage_too and bool(so.get('continuous_usage_stats')))
         return StreamingResponse(events, media_type='text/event-stream')
     return JSONResponse(await call.result(request))
 
@@ -632,9 +631,10 @@ async def events(self: _Call, usage_too: bool,
     "Server-sent events: one per increment, a usage event if asked, then [DONE]."
     head = self._head('.chunk' if self.chat else '')
     def event(choices):
-        ev = dict(head, choices=choices)
-        if every: ev['usage'] = usage(self.prompt_tokens, self.completion_tokens)
-        return sse(ev)
+        if not every: return sse(dict(head, choices=choices))
+        return ''.join(sse(dict(head, choices=[c], usage=usage(len(self.prompts[c['index'] // self.n]),
+                                                               self.ntok.get(c['index'], 0))))
+                       for c in choices)
     try:
         if self.chat:
             yield event([dict(index=i, delta=dict(role='assistant', content=''), logprobs=None,
