@@ -306,7 +306,7 @@ def truncate_prompt(ids: list, k: int | None, max_model_len: int) -> list:
 # %% ../nbs/09_engine.ipynb #e28384b2
 @patch
 def _prompt_ids(self: LLMEngine, prompt, params) -> list:
-    "The token ids of `prompt` (truncated if asked), checked: in the vocabulary, fitting `max_model_len` and the KV pool."
+    "The token ids of `prompt` (cut if asked), checked: in the vocabulary, fitting `max_model_len` and the KV pool."
     if isinstance(prompt, str): ids = self.tokenizer.encode(prompt)
     elif is_token_ids(prompt): ids = list(map(int, prompt))
     else:
@@ -341,11 +341,11 @@ def add_request(self: LLMEngine,
     if params.logprobs is not None and params.logprobs > self.config.max_logprobs:
         raise ValueError(f"logprobs ({params.logprobs}) exceeds this engine's max_logprobs "
                          f"({self.config.max_logprobs}); raise it in the engine's config")
-    V, ok = self.model.config.vocab_size, params.allowed_token_ids
+    V, allowed = self.model.config.vocab_size, params.allowed_token_ids
     for name in ('logit_bias', 'allowed_token_ids'):
         bad = [t for t in getattr(params, name) or () if t >= V]
         if bad: raise ValueError(f"{name} token id {bad[0]} is outside the vocabulary [0, {V})")
-    if ok and params.min_tokens and set(ok) <= {*self.eos_token_ids, *params.stop_token_ids}:
+    if allowed and params.min_tokens and set(allowed) <= {*self.eos_token_ids, *params.stop_token_ids}:
         raise ValueError("allowed_token_ids holds only stop tokens (eos or stop_token_ids), which min_tokens "
                          "masks: no token could be chosen")
     ids, now = self._prompt_ids(prompt, params), time.perf_counter()

@@ -66,7 +66,8 @@ def _bias(v) -> dict | None:
     "`logit_bias` as `{token id: float in [-100, 100]}`; None or {} is None."
     if v is None or v == {}: return None
     if not isinstance(v, dict) or not all(map(_is_id, v)):
-        raise ValueError(f"logit_bias must be None or a dict of token ids (ints >= 0) to floats, got {v!r:.80}")
+        raise ValueError("logit_bias must be None or a dict of token ids (ints >= 0) to floats, "
+                         f"got {v!r:.80}")
     return {int(t): _real(f'logit_bias[{t}]', b, -100, 100) for t, b in v.items()}
 
 # %% ../nbs/07_sampling.ipynb #4c5e539b
@@ -332,7 +333,7 @@ def on_device(p, out) -> bool:
             and len(out) >= p.min_tokens)
 
 def simple(p, out) -> bool:
-    "A row that needs nothing of its history: no penalty, no logprobs, min_tokens reached."
+    "A row that needs nothing of its history: on the device and no penalty."
     return on_device(p, out) and not penalised(p)
 
 def plain_greedy(p, out) -> bool:

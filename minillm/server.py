@@ -430,7 +430,8 @@ async def _body(request) -> dict:
         raise APIError(f"stream must be a bool, got {body['stream']!r}", 'stream')
     so = body.get('stream_options')
     flags = ('include_usage', 'continuous_usage_stats')
-    if so is not None and (not isinstance(so, dict) or any(so.get(k) not in (None, True, False) for k in flags)):
+    if so is not None and (not isinstance(so, dict)
+                           or any(so.get(k) not in (None, True, False) for k in flags)):
         raise APIError(f"stream_options must be an object whose {' and '.join(flags)} are bools, "
                        f"got {so!r}", 'stream_options')
     if so is not None and not body.get('stream'):
@@ -485,7 +486,8 @@ async def complete(self: Server, request, chat: bool):
         if not isinstance(e, (ValueError, TypeError)): raise    # a bug: the app's 500 handler answers it
         which = f"prompt {j} of {len(prompts)}: " if len(prompts) > 1 else ''   # which one was refused
         named = [k for k in ('max_tokens', 'logit_bias', 'allowed_token_ids') if k in str(e)]
-        raise APIError(which + str(e), named[0] if named else 'messages' if chat else 'prompt') from None
+        param = named[0] if named else 'messages' if chat else 'prompt'
+        raise APIError(which + str(e), param) from None
     call = _Call(self, rid, chat, rids, params, prompts, q)
     if body.get('stream'):
         so = body.get('stream_options') or {}
@@ -627,14 +629,13 @@ async def result(self: _Call, request) -> dict:
 # %% ../nbs/09b_server.ipynb #57152b8d
 @patch
 async def events(self: _Call, usage_too: bool,
-                 every: bool = False):   # the usage so far in every event too
+                 every: bool = False):   # an event a choice, each with its choice's usage so far
     "Server-sent events: one per increment, a usage event if asked, then [DONE]."
     head = self._head('.chunk' if self.chat else '')
+    own = lambda i: usage(len(self.prompts[i // self.n]), self.ntok.get(i, 0))   # choice i's prompt, its tokens
     def event(choices):
         if not every: return sse(dict(head, choices=choices))
-        return ''.join(sse(dict(head, choices=[c], usage=usage(len(self.prompts[c['index'] // self.n]),
-                                                               self.ntok.get(c['index'], 0))))
-                       for c in choices)
+        return ''.join(sse(dict(head, choices=[c], usage=own(c['index']))) for c in choices)
     try:
         if self.chat:
             yield event([dict(index=i, delta=dict(role='assistant', content=''), logprobs=None,
