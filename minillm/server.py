@@ -283,7 +283,7 @@ def completion_prompts(body: dict) -> list:
 
 # %% ../nbs/09b_server.ipynb #9ee1ffc6
 # the fields this server does not implement, and the values that ask for nothing: OpenAI's, then vLLM's
-NOT_IMPLEMENTED = dict(echo=(False,), suffix=('',), best_of=(1,),
+NOT_IMPLEMENTED = dict(suffix=('',), best_of=(1,),
                        response_format=({'type': 'text'},), tools=([],), tool_choice=('none',),
                        functions=([],), function_call=('none',),
                        guided_json=(), guided_regex=(), guided_choice=(), guided_grammar=(),
@@ -473,6 +473,9 @@ async def complete(self: Server, request, chat: bool):
     body = await _body(request)
     self._check_model(body)
     refuse_unsupported(body)
+    echo = body.get('echo')
+    if echo not in (None, False) and (echo is not True or chat or body.get('logprobs') is not None):
+        raise APIError(f"echo must be a bool, for completions without logprobs, got {echo!r}", 'echo')
     kw, prompts = request_params(body, chat), await self._off_loop(self._prompts, body, chat)
     params, prompts = zip(*[make_params(kw, ids, self.engine.max_model_len) for ids in prompts])
     rid, q = f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}", asyncio.Queue()
@@ -488,7 +491,7 @@ async def complete(self: Server, request, chat: bool):
         named = [k for k in ('max_tokens', 'logit_bias', 'allowed_token_ids') if k in str(e)]
         param = named[0] if named else 'messages' if chat else 'prompt'
         raise APIError(which + str(e), param) from None
-    call = _Call(self, rid, chat, rids, params, prompts, q)
+    call = _Call(self, rid, chat, rids, params, prompts, q, bool(echo))
     if body.get('stream'):
         so = body.get('stream_options') or {}
         usage_too = bool(so.get('include_usage'))         # continuous_usage_stats counts only beside it, as in vLLM
@@ -518,9 +521,11 @@ def detokenize(self: Server, body: dict) -> dict:
 # %% ../nbs/09b_server.ipynb #9b000020
 class _Call:
     "One API request in flight: its engine requests (one per prompt) answering into one queue."
-    def __init__(self, server, rid, chat, rids, params, prompts, q):
+    def __init__(self, server, rid, chat, rids, params, prompts, q,
+                 echo: bool = False):   # each choice's text starts with its prompt's
         self.server, self.rid, self.chat, self.rids, self.q = server, rid, chat, rids, q
         self.n, self.tok, self.created = params[0].n, server.engine.tokenizer, int(time.time())
+        self.echo = [self.tok.decode(ids) for ids in prompts] if echo else None
         self.top, self.prompts = params[0].logprobs if chat else None, prompts
         self.prompt_tokens, self.completion_tokens, self.done = sum(map(len, prompts)), 0, set()
         self.offsets, self.ntok = {}, {}   # choice -> characters of text, tokens so far
@@ -540,6 +545,7 @@ def _choices(self: _Call, o, stream: bool) -> list:
     out, j = [], self.rids[rid]
     for index, text, ids, lps, reason, stop in choices:
         i = j * self.n + index
+        if self.echo and i not in self.offsets: text = self.echo[j] + text   # the choice's first text
         if lps is not None:
             lps = (chat_logprobs(self.tok, ids, lps, self.top) if self.chat else
                    completion_logprobs(self.tok, ids, lps, self.offsets.get(i, 0)))
