@@ -474,8 +474,10 @@ async def complete(self: Server, request, chat: bool):
     self._check_model(body)
     refuse_unsupported(body)
     echo = body.get('echo')
-    if echo not in (None, False) and (echo is not True or chat or body.get('logprobs') is not None):
-        raise APIError(f"echo must be a bool, for completions without logprobs, got {echo!r}", 'echo')
+    if echo not in (None, True, False): raise APIError(f"echo must be a bool, got {echo!r}", 'echo')
+    if echo and (chat or body.get('logprobs') is not None):
+        raise APIError("echo is served for completions without logprobs (the prompt's logprobs are not "
+                       "computed)", 'echo')
     kw, prompts = request_params(body, chat), await self._off_loop(self._prompts, body, chat)
     params, prompts = zip(*[make_params(kw, ids, self.engine.max_model_len) for ids in prompts])
     rid, q = f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}", asyncio.Queue()
@@ -491,7 +493,10 @@ async def complete(self: Server, request, chat: bool):
         named = [k for k in ('max_tokens', 'logit_bias', 'allowed_token_ids') if k in str(e)]
         param = named[0] if named else 'messages' if chat else 'prompt'
         raise APIError(which + str(e), param) from None
-    call = _Call(self, rid, chat, rids, params, prompts, q, bool(echo))
+    # decoded off the event loop, as prompts are encoded: a long one would hold up every stream
+    decode = lambda: [self.engine.tokenizer.decode(p) for p in prompts]
+    texts = await self._off_loop(decode) if echo else None
+    call = _Call(self, rid, chat, rids, params, prompts, q, texts)
     if body.get('stream'):
         so = body.get('stream_options') or {}
         usage_too = bool(so.get('include_usage'))         # continuous_usage_stats counts only beside it, as in vLLM
@@ -522,10 +527,10 @@ def detokenize(self: Server, body: dict) -> dict:
 class _Call:
     "One API request in flight: its engine requests (one per prompt) answering into one queue."
     def __init__(self, server, rid, chat, rids, params, prompts, q,
-                 echo: bool = False):   # each choice's text starts with its prompt's
+                 echo: list | None = None):   # the prompts' texts, to begin each choice's text with
         self.server, self.rid, self.chat, self.rids, self.q = server, rid, chat, rids, q
         self.n, self.tok, self.created = params[0].n, server.engine.tokenizer, int(time.time())
-        self.echo = [self.tok.decode(ids) for ids in prompts] if echo else None
+        self.echo = echo
         self.top, self.prompts = params[0].logprobs if chat else None, prompts
         self.prompt_tokens, self.completion_tokens, self.done = sum(map(len, prompts)), 0, set()
         self.offsets, self.ntok = {}, {}   # choice -> characters of text, tokens so far
