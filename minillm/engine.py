@@ -304,6 +304,11 @@ def truncate_prompt(ids: list, k: int | None, max_model_len: int) -> list:
     return ids[-(max_model_len if k == -1 else k):]
 
 # %% ../nbs/09_engine.ipynb #e28384b2
+def _check_vocab(name: str, ids, V: int):
+    "A ValueError naming `name` when one of `ids` is outside the vocabulary `[0, V)`."
+    bad = [t for t in ids if not 0 <= t < V]
+    if bad: raise ValueError(f"{name} token id {bad[0]} is outside the vocabulary [0, {V})")
+
 @patch
 def _prompt_ids(self: LLMEngine, prompt, params) -> list:
     "The token ids of `prompt` (cut if asked), checked: in the vocabulary, fitting `max_model_len` and the KV pool."
@@ -315,8 +320,7 @@ def _prompt_ids(self: LLMEngine, prompt, params) -> list:
     ids = truncate_prompt(ids, params.truncate_prompt_tokens, self.max_model_len)
     V, n = self.model.config.vocab_size, len(ids)
     if not ids: raise ValueError("the prompt is empty")
-    bad = [t for t in ids if not 0 <= t < V]
-    if bad: raise ValueError(f"prompt token id {bad[0]} is outside the vocabulary [0, {V})")
+    _check_vocab('prompt', ids, V)
     total = check_fits(n, params.max_tokens, self.max_model_len)
     need = math.ceil(total / self.config.block_size)
     if need > self.num_blocks:
@@ -342,9 +346,7 @@ def add_request(self: LLMEngine,
         raise ValueError(f"logprobs ({params.logprobs}) exceeds this engine's max_logprobs "
                          f"({self.config.max_logprobs}); raise it in the engine's config")
     V, allowed = self.model.config.vocab_size, params.allowed_token_ids
-    for name in ('logit_bias', 'allowed_token_ids'):
-        bad = [t for t in getattr(params, name) or () if t >= V]
-        if bad: raise ValueError(f"{name} token id {bad[0]} is outside the vocabulary [0, {V})")
+    for name in ('logit_bias', 'allowed_token_ids'): _check_vocab(name, getattr(params, name) or (), V)
     if allowed and params.min_tokens and set(allowed) <= {*self.eos_token_ids, *params.stop_token_ids}:
         raise ValueError("allowed_token_ids holds only stop tokens (eos or stop_token_ids), which min_tokens "
                          "masks: no token could be chosen")
