@@ -12,14 +12,14 @@ from .loading import DEFAULT_MODEL, load_model, resolve_device
 from .tokenizer import load_tokenizer
 from .paged import BlockManager
 from .sampling import SamplingParams, sample as sample_logits, sample_keys, sample_simple
-from .sampling import PenaltyCounts, penalised, on_device
+from .sampling import PenaltyCounts, penalised, on_device, compute_logprobs
 from .scheduler import Scheduler, Sequence, RUNNING, FINISHED
 from .runner import ModelRunner, kv_bytes_per_block
 from .outputs import CompletionOutput, RequestMetrics, RequestOutput, detokenize_step
 
 # %% auto #0
 __all__ = ['PLUGINS', 'EngineConfig', 'resolve_features', 'Choice', 'Request', 'PlainStep', 'LLMEngine', 'activation_reserve',
-           'live_engines', 'is_token_ids', 'check_fits', 'truncate_prompt']
+           'live_engines', 'is_token_ids', 'check_fits', 'truncate_prompt', 'prompt_logprobs']
 
 # %% ../nbs/09_engine.ipynb #43222316
 def _is_int(v) -> bool: return isinstance(v, numbers.Integral) and not isinstance(v, bool)
@@ -159,6 +159,7 @@ class Request:
     later: list = field(default_factory=list)   # sequences of choices 1..n-1, not queued yet
     error: str | None = None
     metrics: RequestMetrics | None = None
+    prompt_logprobs: list | None = None   # handed over with the first output
 
     @property
     def finished(self) -> bool:          # a loop: five times faster than all() over a generator
@@ -175,8 +176,10 @@ def output(self: Request, delta: bool = False) -> RequestOutput | None:
     self.metrics.num_cached_tokens = self.choices[0].seq.num_cached_tokens or 0
     comps = [c for c in (ch.completion(self.error, delta) for ch in self.choices) if c is not None]
     if delta and not comps: return None
+    plp = self.prompt_logprobs
+    if delta: self.prompt_logprobs = None                   # a stream's first increment carries them
     return RequestOutput(self.request_id, self.prompt, list(self.prompt_ids), comps,
-                         self.finished, self.error, self.metrics)
+                         self.finished, self.error, self.metrics, plp)
 
 # %% ../nbs/09_engine.ipynb #a06bd1b6
 class PlainStep:
@@ -330,6 +333,20 @@ def _prompt_ids(self: LLMEngine, prompt, params) -> list:
                          "gpu_memory_utilization)")
     return ids
 
+# %% ../nbs/09_engine.ipynb #9806f336
+@torch.no_grad()
+def prompt_logprobs(model, ids: list, k: int, rows: int = 1024) -> list:
+    """Each of `ids`'s logprob given the ones before it, with the `k` most likely there:
+    `[None, {token: logprob, **top k}, ...]`, from a forward pass over the whole prompt."""
+    t = torch.tensor(ids, device=next(model.parameters()).device)
+    h, out = model.hidden(t[None])[0, :-1], [None]                 # row i predicts token i + 1
+    want = [SamplingParams(logprobs=k)] * min(rows, len(h))
+    for a in range(0, len(h), rows):
+        nxt = t[a + 1:a + 1 + rows]
+        lps = compute_logprobs(model.logits(h[a:a + rows]), want[:len(nxt)], nxt)
+        out += [{tok: lp, **top} for tok, (lp, top) in zip(nxt.tolist(), lps)]
+    return out
+
 # %% ../nbs/09_engine.ipynb #2934486d
 @patch
 def add_request(self: LLMEngine,
@@ -342,9 +359,10 @@ def add_request(self: LLMEngine,
     if not isinstance(params, SamplingParams):
         raise TypeError(f"sampling_params must be SamplingParams, got {type(params).__name__}")
     if request_id in self.requests: raise ValueError(f"request_id {request_id!r} is already in use")
-    if params.logprobs is not None and params.logprobs > self.config.max_logprobs:
-        raise ValueError(f"logprobs ({params.logprobs}) exceeds this engine's max_logprobs "
-                         f"({self.config.max_logprobs}); raise it in the engine's config")
+    for name, k in (('logprobs', params.logprobs), ('prompt_logprobs', params.prompt_logprobs)):
+        if k is not None and k > self.config.max_logprobs:
+            raise ValueError(f"{name} ({k}) exceeds this engine's max_logprobs "
+                             f"({self.config.max_logprobs}); raise it in the engine's config")
     V, allowed = self.model.config.vocab_size, params.allowed_token_ids
     for name in ('logit_bias', 'allowed_token_ids'): _check_vocab(name, getattr(params, name) or (), V)
     if allowed and params.min_tokens and set(allowed) <= {*self.eos_token_ids, *params.stop_token_ids}:
@@ -366,8 +384,13 @@ def add_request(self: LLMEngine,
         choices.append(Choice(i, Sequence(self._next_seq + i, ids, p, arrival=now), logprobs=lps))
     self._next_seq += params.n
     later = [c.seq for c in choices[1:]] if self.config.enable_prefix_caching else []
-    text = prompt if isinstance(prompt, str) else None
-    req = Request(request_id, text, ids, choices, stream, later, metrics=RequestMetrics(now))
+    text, k = prompt if isinstance(prompt, str) else None, params.prompt_logprobs
+    try: plp = None if k is None else prompt_logprobs(self.model, ids, k)
+    except torch.OutOfMemoryError as e:
+        raise ValueError(f"prompt_logprobs: the pass over the {len(ids)}-token prompt ran out of "
+                         "device memory; ask for them with a shorter prompt") from e
+    req = Request(request_id, text, ids, choices, stream, later, metrics=RequestMetrics(now),
+                  prompt_logprobs=plp)
     self.requests[request_id] = req
     for c in choices: self._by_seq[c.seq.seq_id] = req, c
     for c in choices[:1] if later else choices: self.scheduler.add(c.seq)

@@ -44,6 +44,8 @@ class RequestOutput:
     finished: bool = True
     error: str | None = None
     metrics: RequestMetrics | None = None
+    # per prompt token: None for the first, then {token_id: logprob} (its own and the top n)
+    prompt_logprobs: list | None = None
     @property
     def tpot(self):
         "Mean time per output token after the first."

@@ -95,6 +95,7 @@ class SamplingParams:
     ignore_eos: bool = False          # keep generating after eos
     # None, or how many top logprobs to return (0: just the sampled token's)
     logprobs: int | None = None
+    prompt_logprobs: int | None = None   # the same for each prompt token, given the ones before it
     skip_special_tokens: bool = True  # leave special tokens out of the detokenised text
     # {token id: bias} added to the logits (OpenAI's range, -100 to 100)
     logit_bias: dict | None = None
@@ -128,6 +129,9 @@ class SamplingParams:
         self.ignore_eos = _bool('ignore_eos', self.ignore_eos)
         if self.logprobs is not None:
             self.logprobs = _int('logprobs', self.logprobs, lambda v: v >= 0, "None or an int >= 0")
+        if self.prompt_logprobs is not None:
+            self.prompt_logprobs = _int('prompt_logprobs', self.prompt_logprobs, lambda v: v >= 0,
+                                        "None or an int >= 0")
         self.skip_special_tokens = _bool('skip_special_tokens', self.skip_special_tokens)
         self.logit_bias = _bias(self.logit_bias)
         if self.allowed_token_ids is not None:

@@ -19,8 +19,8 @@ from .engine import EngineConfig, LLMEngine, check_fits, is_token_ids, truncate_
 
 # %% auto #0
 __all__ = ['FIELDS', 'MAX_LOGPROBS', 'MAX_N', 'NOT_IMPLEMENTED', 'EngineProcess', 'APIError', 'request_params', 'make_params',
-           'completion_prompts', 'refuse_unsupported', 'completion_logprobs', 'chat_logprobs', 'usage', 'sse',
-           'Metrics', 'Server', 'serve', 'server_process']
+           'completion_prompts', 'refuse_unsupported', 'completion_logprobs', 'echo_logprobs', 'chat_logprobs', 'usage',
+           'sse', 'Metrics', 'Server', 'serve', 'server_process']
 
 # %% ../nbs/09b_server.ipynb #9b000008
 def _wire(o) -> tuple:
@@ -29,7 +29,8 @@ def _wire(o) -> tuple:
     if o.finished and m.first_token_time and m.finish_time:
         timing = m.ttft, m.finish_time - m.first_token_time
     return (o.request_id, o.finished, o.error, timing,
-            [(c.index, c.text, c.token_ids, c.logprobs, c.finish_reason, c.stop_reason) for c in o.outputs])
+            [(c.index, c.text, c.token_ids, c.logprobs, c.finish_reason, c.stop_reason) for c in o.outputs],
+            o.prompt_logprobs)
 
 # %% ../nbs/09b_server.ipynb #e7981bdb
 def _merge(a: tuple, b: tuple) -> tuple:
@@ -38,7 +39,7 @@ def _merge(a: tuple, b: tuple) -> tuple:
     for i, text, ids, lps, reason, stop in b[4]:
         _, t0, ids0, lps0, *_ = ch.get(i, (i, '', [], None))
         ch[i] = i, t0 + text, ids0 + ids, lps if lps0 is None else lps0 + (lps or []), reason, stop
-    return (*b[:4], [ch[i] for i in sorted(ch)])
+    return (*b[:4], [ch[i] for i in sorted(ch)], b[5] if a[5] is None else a[5])
 
 # %% ../nbs/09b_server.ipynb #3e5109b9
 def _add(engine, rid, prompt, params):
@@ -259,6 +260,7 @@ def request_params(body: dict, chat: bool) -> dict:
     else:
         kw['max_tokens'] = body.get('max_tokens', 16)
         if body.get('logprobs') is not None: kw['logprobs'] = _logprobs('logprobs', body['logprobs'])
+        if body.get('echo') and 'logprobs' in kw: kw['prompt_logprobs'] = kw['logprobs']   # for the prompt's part
     return kw
 
 # %% ../nbs/09b_server.ipynb #aa8ed69d
@@ -309,6 +311,13 @@ def completion_logprobs(tok, token_ids, lps, start: int = 0) -> dict:
     return dict(tokens=toks, token_logprobs=[lp[t] for t, lp in zip(token_ids, lps)],
                 top_logprobs=[{_tok(tok, k): v for k, v in lp.items()} for lp in lps],
                 text_offset=offsets)
+
+# %% ../nbs/09b_server.ipynb #dc6ff21a
+def echo_logprobs(tok, ids, plp) -> dict:
+    "The prompt's part of a completion's logprobs with `echo`: its tokens from the engine's `prompt_logprobs`."
+    d = completion_logprobs(tok, ids, [{ids[0]: None}, *plp[1:]])
+    d['top_logprobs'][0] = None                                  # the first token has no logprobs
+    return d
 
 # %% ../nbs/09b_server.ipynb #016daace
 def chat_logprobs(tok, token_ids, lps, top: int) -> dict:
@@ -475,9 +484,7 @@ async def complete(self: Server, request, chat: bool):
     refuse_unsupported(body)
     echo = body.get('echo')
     if echo not in (None, True, False): raise APIError(f"echo must be a bool, got {echo!r}", 'echo')
-    if echo and (chat or body.get('logprobs') is not None):
-        raise APIError("echo is served for completions without logprobs (the prompt's logprobs are not "
-                       "computed)", 'echo')
+    if echo and chat: raise APIError("echo is served for completions only", 'echo')
     kw, prompts = request_params(body, chat), await self._off_loop(self._prompts, body, chat)
     params, prompts = zip(*[make_params(kw, ids, self.engine.max_model_len) for ids in prompts])
     rid, q = f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}", asyncio.Queue()
@@ -530,7 +537,7 @@ class _Call:
                  echo: list | None = None):   # the prompts' texts, to begin each choice's text with
         self.server, self.rid, self.chat, self.rids, self.q = server, rid, chat, rids, q
         self.n, self.tok, self.created = params[0].n, server.engine.tokenizer, int(time.time())
-        self.echo = echo
+        self.echo, self.echo_lps = echo, {}   # prompt -> its part of the logprobs, with echo
         self.top, self.prompts = params[0].logprobs if chat else None, prompts
         self.prompt_tokens, self.completion_tokens, self.done = sum(map(len, prompts)), 0, set()
         self.offsets, self.ntok = {}, {}   # choice -> characters of text, tokens so far
@@ -546,14 +553,17 @@ def _head(self: _Call, kind='') -> dict:
 @patch
 def _choices(self: _Call, o, stream: bool) -> list:
     "The API choices of an engine output (an increment, or the whole result when not streaming)."
-    rid, finished, _, timing, choices = o
+    rid, finished, _, timing, choices, plp = o
     out, j = [], self.rids[rid]
+    if self.echo and plp is not None: self.echo_lps[j] = echo_logprobs(self.tok, self.prompts[j], plp)
     for index, text, ids, lps, reason, stop in choices:
         i = j * self.n + index
-        if self.echo and i not in self.offsets: text = self.echo[j] + text   # the choice's first text
+        first, start = i not in self.offsets, self.offsets.get(i, 0)
+        if self.echo and first: text, start = self.echo[j] + text, len(self.echo[j])   # the prompt first
         if lps is not None:
             lps = (chat_logprobs(self.tok, ids, lps, self.top) if self.chat else
-                   completion_logprobs(self.tok, ids, lps, self.offsets.get(i, 0)))
+                   completion_logprobs(self.tok, ids, lps, start))
+            if self.echo and first: lps = {k: v + lps[k] for k, v in self.echo_lps[j].items()}
         self.offsets[i], self.ntok[i] = (self.offsets.get(i, 0) + len(text),
                                          self.ntok.get(i, 0) + len(ids))
         if not self.chat: body = dict(text=text)
@@ -567,7 +577,7 @@ def _choices(self: _Call, o, stream: bool) -> list:
 @patch
 def _record(self: _Call, o, j):
     "Count tokens for `usage` and the metrics; time a finished engine request."
-    m, (_, _, _, timing, choices) = self.server.metrics, o
+    m, (_, _, _, timing, choices, _) = self.server.metrics, o
     n = sum(len(ids) for _, _, ids, *_ in choices)
     self.completion_tokens += n
     m.generated.inc(n)
