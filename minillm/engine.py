@@ -19,7 +19,7 @@ from .outputs import CompletionOutput, RequestMetrics, RequestOutput, detokenize
 
 # %% auto #0
 __all__ = ['PLUGINS', 'EngineConfig', 'resolve_features', 'Choice', 'Request', 'PlainStep', 'LLMEngine', 'activation_reserve',
-           'live_engines', 'is_token_ids', 'check_fits', 'truncate_prompt', 'prompt_logprobs']
+           'live_engines', 'is_token_ids', 'check_fits', 'truncate_prompt', 'bad_word_ids', 'prompt_logprobs']
 
 # %% ../nbs/09_engine.ipynb #43222316
 def _is_int(v) -> bool: return isinstance(v, numbers.Integral) and not isinstance(v, bool)
@@ -333,6 +333,15 @@ def _prompt_ids(self: LLMEngine, prompt, params) -> list:
                          "gpu_memory_utilization)")
     return ids
 
+# %% ../nbs/09_engine.ipynb #e1a4fbfd
+def bad_word_ids(tok, words) -> list:
+    "The token sequences of `words`: each as written and, if that differs in its first token only, after a space."
+    out = []
+    for w in words:
+        ids, spaced = tok.encode(w.lstrip()), tok.encode(' ' + w.lstrip())
+        out += [ids] + ([spaced] if len(spaced) == len(ids) and spaced[0] != ids[0] else [])
+    return out
+
 # %% ../nbs/09_engine.ipynb #9806f336
 @torch.no_grad()
 def prompt_logprobs(model, ids: list, k: int, rows: int = 1024) -> list:
@@ -363,8 +372,12 @@ def add_request(self: LLMEngine,
         if k is not None and k > self.config.max_logprobs:
             raise ValueError(f"{name} ({k}) exceeds this engine's max_logprobs "
                              f"({self.config.max_logprobs}); raise it in the engine's config")
+    if params.bad_words:
+        words = bad_word_ids(self.tokenizer, params.bad_words)
+        params = replace(params, bad_words_token_ids=[*(params.bad_words_token_ids or ()), *words])
     V, allowed = self.model.config.vocab_size, params.allowed_token_ids
     for name in ('logit_bias', 'allowed_token_ids'): _check_vocab(name, getattr(params, name) or (), V)
+    _check_vocab('bad_words_token_ids', [t for w in params.bad_words_token_ids or () for t in w], V)
     if allowed and params.min_tokens and set(allowed) <= {*self.eos_token_ids, *params.stop_token_ids}:
         raise ValueError("allowed_token_ids holds only stop tokens (eos or stop_token_ids), which min_tokens "
                          "masks: no token could be chosen")

@@ -12,10 +12,10 @@ import torch
 from fastcore.basics import patch
 
 # %% auto #0
-__all__ = ['SamplingParams', 'apply_min_tokens', 'apply_logit_bias', 'token_counts', 'apply_penalties', 'apply_top_k_top_p',
-           'apply_min_p', 'process_logits', 'sample_key', 'sample_keys', 'keyed_exponential', 'random_sample',
-           'SamplerOutput', 'compute_logprobs', 'penalised', 'on_device', 'simple', 'plain_greedy', 'needs_sort',
-           'in_kernel', 'upload', 'sampling_rows', 'sample_simple', 'PenaltyCounts', 'sample']
+__all__ = ['SamplingParams', 'apply_min_tokens', 'apply_logit_bias', 'apply_bad_words', 'token_counts', 'apply_penalties',
+           'apply_top_k_top_p', 'apply_min_p', 'process_logits', 'sample_key', 'sample_keys', 'keyed_exponential',
+           'random_sample', 'SamplerOutput', 'compute_logprobs', 'penalised', 'on_device', 'simple', 'plain_greedy',
+           'needs_sort', 'in_kernel', 'upload', 'sampling_rows', 'sample_simple', 'PenaltyCounts', 'sample']
 
 # %% ../nbs/07_sampling.ipynb #b3328d37
 # temperatures below this are greedy, as in vLLM (dividing by them would overflow)
@@ -46,11 +46,11 @@ def _bool(name, v) -> bool:
     return v
 
 # %% ../nbs/07_sampling.ipynb #852e82cb
-def _stops(v) -> list:
-    "`stop` as a list of non-empty strings (a str becomes a one-element list)."
+def _stops(v, name='stop') -> list:
+    "`stop` (or the field `name`) as a list of non-empty strings (a str becomes a one-element list)."
     stop = [] if v is None else [v] if isinstance(v, str) else v
     if not isinstance(stop, (list, tuple)) or not all(isinstance(s, str) and s for s in stop):
-        raise ValueError(f"stop must be None, a non-empty str or a list of non-empty str, got {v!r}")
+        raise ValueError(f"{name} must be None, a non-empty str or a list of non-empty str, got {v!r}")
     return list(stop)
 
 def _is_id(t) -> bool: return isinstance(t, numbers.Integral) and not isinstance(t, bool) and t >= 0
@@ -61,6 +61,13 @@ def _token_ids(v, name='stop_token_ids') -> list:
     if not isinstance(ids, (list, tuple)) or not all(map(_is_id, ids)):
         raise ValueError(f"{name} must be None or a list of ints >= 0, got {v!r}")
     return [int(t) for t in ids]
+
+def _sequences(v, name) -> list | None:
+    "`name` as a list of non-empty lists of token ids; None or [] is None."
+    if v is None or v == []: return None
+    if not isinstance(v, (list, tuple)) or not all(isinstance(s, (list, tuple)) and s for s in v):
+        raise ValueError(f"{name} must be None or a list of non-empty lists of token ids, got {v!r:.80}")
+    return [_token_ids(s, name) for s in v]
 
 def _bias(v) -> dict | None:
     "`logit_bias` as `{token id: float in [-100, 100]}`; None or {} is None."
@@ -103,6 +110,9 @@ class SamplingParams:
     include_stop_str_in_output: bool = False  # keep the stop string (or stop token's text) in the text
     # keep only the prompt's last k tokens; -1: the last max_model_len; None: the whole prompt
     truncate_prompt_tokens: int | None = None
+    bad_words: list | None = None     # words never generated (the engine adds their tokens below)
+    # token sequences never generated: a sequence's last token is masked where the output ends with the rest
+    bad_words_token_ids: list | None = None
 
     def __post_init__(self):
         inf = math.inf
@@ -142,6 +152,8 @@ class SamplingParams:
         if self.truncate_prompt_tokens is not None:
             self.truncate_prompt_tokens = _int('truncate_prompt_tokens', self.truncate_prompt_tokens,
                                                lambda v: v == -1 or v >= 1, "None, -1 or an int >= 1")
+        self.bad_words = _stops(self.bad_words, 'bad_words') or None
+        self.bad_words_token_ids = _sequences(self.bad_words_token_ids, 'bad_words_token_ids')
 
 # %% ../nbs/07_sampling.ipynb #384ac61e
 @patch(as_prop=True)
@@ -174,6 +186,19 @@ def apply_logit_bias(logits, params):
         if p.logit_bias:
             ids = torch.tensor(list(p.logit_bias), device=dev)
             logits[i, ids] += torch.tensor(list(p.logit_bias.values()), device=dev)
+    return logits
+
+# %% ../nbs/07_sampling.ipynb #51922776
+def apply_bad_words(logits, params, output_ids):
+    "Mask (in place) each bad word's last token in rows whose output ends with the word's other tokens."
+    rows, cols = [], []
+    for i, p in enumerate(params):
+        for w in p.bad_words_token_ids or ():
+            *head, last = w
+            if not head or output_ids[i][-len(head):] == head: rows.append(i), cols.append(last)
+    if rows:
+        logits[torch.tensor(rows, device=logits.device),
+               torch.tensor(cols, device=logits.device)] = float('-inf')
     return logits
 
 # %% ../nbs/07_sampling.ipynb #0125ced7
@@ -230,6 +255,7 @@ def process_logits(logits, params, prompt_ids, output_ids, eos_token_ids=()):
     row = lambda f, dtype=torch.float32: torch.tensor([f(p) for p in params],
                                                       dtype=dtype, device=x.device)  # [B]
     apply_logit_bias(x, params)
+    apply_bad_words(x, params, output_ids)
     apply_min_tokens(x, params, output_ids, eos_token_ids)
     rep = [p.repetition_penalty != 1 for p in params]
     pen = [r or p.presence_penalty != 0 or p.frequency_penalty != 0 for r, p in zip(rep, params)]
@@ -331,10 +357,10 @@ def penalised(p) -> bool:
     return p.repetition_penalty != 1 or p.presence_penalty != 0 or p.frequency_penalty != 0
 
 def on_device(p, out) -> bool:
-    """A row the device can choose given its history's counts: no logprobs, no logit bias or allowed list,
-    min_tokens reached (`out`: its output)."""
+    """A row the device can choose given its history's counts: no logprobs, no logit bias, allowed list or
+    bad words, min_tokens reached (`out`: its output)."""
     return (p.logprobs is None and p.logit_bias is None and p.allowed_token_ids is None
-            and len(out) >= p.min_tokens)
+            and p.bad_words_token_ids is None and len(out) >= p.min_tokens)
 
 def simple(p, out) -> bool:
     "A row that needs nothing of its history: on the device and no penalty."

@@ -227,7 +227,8 @@ class APIError(Exception):
 # %% ../nbs/09b_server.ipynb #30a2aad8
 FIELDS = ('n', 'temperature', 'top_p', 'top_k', 'min_p', 'presence_penalty', 'frequency_penalty',
           'repetition_penalty', 'seed', 'stop', 'stop_token_ids', 'ignore_eos', 'min_tokens',
-          'skip_special_tokens', 'allowed_token_ids', 'include_stop_str_in_output', 'truncate_prompt_tokens')
+          'skip_special_tokens', 'allowed_token_ids', 'include_stop_str_in_output', 'truncate_prompt_tokens',
+          'bad_words')
 MAX_LOGPROBS = 20   # the most top logprobs a token may ask for (OpenAI's chat limit, vLLM's default)
 MAX_N = 128         # the most choices of a prompt (OpenAI's limit): each is a sequence in the engine
 
@@ -290,7 +291,7 @@ NOT_IMPLEMENTED = dict(suffix=('',), best_of=(1,),
                        functions=([],), function_call=('none',),
                        guided_json=(), guided_regex=(), guided_choice=(), guided_grammar=(),
                        structured_outputs=(), use_beam_search=(False,), prompt_logprobs=(),
-                       continue_final_message=(False,), bad_words=([],),
+                       continue_final_message=(False,),
                        modalities=(['text'],), audio=(), reasoning_effort=(), prediction=(),
                        web_search_options=())
 
