@@ -344,7 +344,7 @@ def bad_word_ids(tok, words) -> list:
 
 # %% ../nbs/09_engine.ipynb #9806f336
 @torch.no_grad()
-def prompt_logprobs(model, ids: list, k: int, rows: int = 1024) -> list:
+def prompt_logprobs(model, ids: list, k: int, rows: int = 256) -> list:
     """Each of `ids`'s logprob given the ones before it, with the `k` most likely there:
     `[None, {token: logprob, **top k}, ...]`, from a forward pass over the whole prompt."""
     t = torch.tensor(ids, device=next(model.parameters()).device)

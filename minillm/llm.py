@@ -184,10 +184,12 @@ def stream(self: LLM, prompts, sampling_params=None):
     for rid, err in subs:
         if err is not None: yield StreamOutput(index[rid], '', [], True, 'error', err.error)
     for o in self._results([rid for rid, err in subs if err is None]):
+        plp = o.prompt_logprobs                                      # the request's first output only
         for c in o.outputs:                                          # the completions with news
             done = c.finish_reason is not None
             yield StreamOutput(index[o.request_id], c.text, c.token_ids, done, c.finish_reason,
-                               o.error, c.index, c.stop_reason)
+                               o.error, c.index, c.stop_reason, plp)
+            plp = None
 
 # %% ../nbs/09a_llm.ipynb #9a000031
 @patch

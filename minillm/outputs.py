@@ -65,6 +65,7 @@ class StreamOutput:
     error: str | None = None
     choice: int = 0                     # which of the prompt's `n` completions
     stop_reason: int | str | None = None   # as in `CompletionOutput`
+    prompt_logprobs: list | None = None    # as in `RequestOutput`, in the prompt's first increment
 
 # %% ../nbs/08b_outputs.ipynb #f4c1c8a5
 def detokenize_step(tok, ids, prefix: int, read: int, skip_special_tokens: bool,

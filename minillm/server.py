@@ -320,6 +320,10 @@ def echo_logprobs(tok, ids, plp) -> dict:
     d['top_logprobs'][0] = None                                  # the first token has no logprobs
     return d
 
+def _end(d: dict, default: int) -> int:
+    "Where the text of completions-layout logprobs `d` ends (`default` when it has no tokens)."
+    return d['text_offset'][-1] + len(d['tokens'][-1]) if d['tokens'] else default
+
 # %% ../nbs/09b_server.ipynb #016daace
 def chat_logprobs(tok, token_ids, lps, top: int) -> dict:
     "Logprobs in the chat layout: per token its text, logprob, bytes and the `top` most likely."
@@ -541,7 +545,7 @@ class _Call:
         self.echo, self.echo_lps = echo, {}   # prompt -> its part of the logprobs, with echo
         self.top, self.prompts = params[0].logprobs if chat else None, prompts
         self.prompt_tokens, self.completion_tokens, self.done = sum(map(len, prompts)), 0, set()
-        self.offsets, self.ntok = {}, {}   # choice -> characters of text, tokens so far
+        self.offsets, self.ntok = {}, {}   # choice -> characters so far (its tokens' texts), tokens so far
         self.finished, self.check_at = 0, 0.0   # choices finished; when to ask if the client is there
 
 # %% ../nbs/09b_server.ipynb #056a9972
@@ -560,13 +564,16 @@ def _choices(self: _Call, o, stream: bool) -> list:
     for index, text, ids, lps, reason, stop in choices:
         i = j * self.n + index
         first, start = i not in self.offsets, self.offsets.get(i, 0)
-        if self.echo and first: text, start = self.echo[j] + text, len(self.echo[j])   # the prompt first
-        if lps is not None:
-            lps = (chat_logprobs(self.tok, ids, lps, self.top) if self.chat else
-                   completion_logprobs(self.tok, ids, lps, start))
-            if self.echo and first: lps = {k: v + lps[k] for k, v in self.echo_lps[j].items()}
-        self.offsets[i], self.ntok[i] = (self.offsets.get(i, 0) + len(text),
-                                         self.ntok.get(i, 0) + len(ids))
+        if self.echo and first: text = self.echo[j] + text                 # the prompt first
+        end = start + len(text)
+        if lps is not None and self.chat: lps = chat_logprobs(self.tok, ids, lps, self.top)
+        elif lps is not None:                        # offsets count the tokens' texts, as vLLM's do
+            head = self.echo_lps[j] if self.echo and first else None
+            start = _end(head, 0) if head else start
+            lps = completion_logprobs(self.tok, ids, lps, start)
+            if head: lps = {k: v + lps[k] for k, v in head.items()}
+            end = _end(lps, start)
+        self.offsets[i], self.ntok[i] = end, self.ntok.get(i, 0) + len(ids)
         if not self.chat: body = dict(text=text)
         elif stream: body = dict(delta=dict(content=text) if text or not reason else {})
         else: body = dict(message=dict(role='assistant', content=text))
