@@ -198,15 +198,18 @@ def chat(self: LLM,
          sampling_params=None,
          use_tqdm: bool = True,
          chat_template: str | None = None,     # a Jinja template instead of the checkpoint's
-         add_generation_prompt: bool = True,   # open the assistant's turn
-         chat_template_kwargs: dict | None = None) -> list:   # passed to the template, e.g. enable_thinking
+         # open the assistant's turn; None: unless continue_final_message
+         add_generation_prompt: bool | None = None,
+         chat_template_kwargs: dict | None = None,   # passed to the template, e.g. enable_thinking
+         continue_final_message: bool = False) -> list:   # continue the last message (begun for the model)
     "Reply to each conversation: one `RequestOutput` per conversation, in order."
     one = isinstance(messages, (list, tuple)) and bool(messages) and isinstance(messages[0], dict)
     convs = [messages] if one or not isinstance(messages, (list, tuple)) else list(messages)
+    gen = not continue_final_message if add_generation_prompt is None else add_generation_prompt
     prompts = []
     for i, c in enumerate(convs):
-        try: prompts.append(chat_prompt(self.tokenizer, c, chat_template, add_generation_prompt,
-                                        chat_template_kwargs))
+        try: prompts.append(chat_prompt(self.tokenizer, c, chat_template, gen, chat_template_kwargs,
+                                        continue_final_message))
         except ValueError as e:
             if len(convs) == 1: raise
             raise ValueError(f"conversation {i}: {e}") from None

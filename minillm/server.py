@@ -291,7 +291,6 @@ NOT_IMPLEMENTED = dict(suffix=('',), best_of=(1,),
                        functions=([],), function_call=('none',),
                        guided_json=(), guided_regex=(), guided_choice=(), guided_grammar=(),
                        structured_outputs=(), use_beam_search=(False,), prompt_logprobs=(),
-                       continue_final_message=(False,),
                        modalities=(['text'],), audio=(), reasoning_effort=(), prediction=(),
                        web_search_options=())
 
@@ -458,12 +457,16 @@ def _prompts(self: Server, body: dict, chat: bool) -> list:
     "The token ids of each prompt of a request."
     tok = self.engine.tokenizer
     if chat:
-        kw, gen = body.get('chat_template_kwargs') or {}, body.get('add_generation_prompt', True)
+        kw, cont = body.get('chat_template_kwargs') or {}, body.get('continue_final_message', False)
         if not isinstance(kw, dict):
             raise APIError(f"chat_template_kwargs must be an object, got {kw!r}", 'chat_template_kwargs')
-        try: texts = [chat_prompt(tok, body.get('messages'), body.get('chat_template'), gen, kw)]
+        if cont not in (True, False):
+            raise APIError(f"continue_final_message must be a bool, got {cont!r}", 'continue_final_message')
+        gen = body.get('add_generation_prompt', not cont)
+        try: texts = [chat_prompt(tok, body.get('messages'), body.get('chat_template'), gen, kw, cont)]
         except (ValueError, TypeError) as e:
-            bad = 'chat_template' if str(e).startswith('the chat template') else 'messages'
+            bad = ('chat_template' if str(e).startswith('the chat template') else
+                   'continue_final_message' if str(e).startswith('continue_final_message') else 'messages')
             raise APIError(str(e), bad) from None
     else: texts = completion_prompts(body)
     return [tok.encode(t) if isinstance(t, str) else list(t) for t in texts]

@@ -141,15 +141,28 @@ def check_messages(messages) -> list:
                          f"got {messages!r:.80}")
     return [_message(m, i) for i, m in enumerate(messages)]
 
+# %% ../nbs/03_tokenizer.ipynb #5a107697
+def _open_end(text: str, last: str) -> str:
+    "`text` cut after the last occurrence of the final message `last` (or of it stripped, as templates trim)."
+    for m in (last, last.strip()):
+        if m and m in text: return text[:text.rindex(m) + len(m)]
+    raise ValueError("continue_final_message: the final message is empty, or the chat template "
+                     "does not render its text as given")
+
 # %% ../nbs/03_tokenizer.ipynb #03c00002
 def chat_prompt(tok, messages, chat_template=None, add_generation_prompt=True,
                 template_kwargs: dict | None = None,   # the API's `chat_template_kwargs`: win over the above
+                continue_final_message: bool = False,  # leave the last message open, to be continued
                 **kwargs) -> str:
     "The prompt text of a conversation: `messages` through `chat_template` (default: the tokenizer's)."
     template = chat_template or getattr(tok, 'chat_template', None)
     if not template: raise ValueError("this checkpoint has no chat template: pass chat_template")
     messages = check_messages(messages)
     kw = {'add_generation_prompt': add_generation_prompt, **(template_kwargs or {}), **kwargs}
-    try: return tok.render_chat(template, messages, **kw)
+    if continue_final_message and kw['add_generation_prompt']:
+        raise ValueError("continue_final_message and add_generation_prompt cannot both be true: one continues "
+                         "the last message, the other opens a new one")
+    try: text = tok.render_chat(template, messages, **kw)
     except Exception as e:     # a template is code the caller chose: its failure is a bad argument
         raise ValueError(f"the chat template failed: {type(e).__name__}: {e}") from e
+    return _open_end(text, messages[-1]['content']) if continue_final_message else text
