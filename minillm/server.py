@@ -14,7 +14,7 @@ from fastapi import Depends, FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from . import __version__
 from .sampling import SamplingParams
-from .tokenizer import chat_prompt, load_tokenizer
+from .tokenizer import chat_prompt, check_messages, load_tokenizer
 from .engine import EngineConfig, LLMEngine, check_fits, is_token_ids, truncate_prompt
 
 # %% auto #0
@@ -492,7 +492,6 @@ async def complete(self: Server, request, chat: bool):
     refuse_unsupported(body)
     echo = body.get('echo')
     if echo not in (None, True, False): raise APIError(f"echo must be a bool, got {echo!r}", 'echo')
-    if echo and chat: raise APIError("echo is served for completions only", 'echo')
     kw, prompts = request_params(body, chat), await self._off_loop(self._prompts, body, chat)
     params, prompts = zip(*[make_params(kw, ids, self.engine.max_model_len) for ids in prompts])
     rid, q = f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}", asyncio.Queue()
@@ -510,7 +509,11 @@ async def complete(self: Server, request, chat: bool):
         raise APIError(which + str(e), param) from None
     # decoded off the event loop, as prompts are encoded: a long one would hold up every stream
     decode = lambda: [self.engine.tokenizer.decode(p) for p in prompts]
-    texts = await self._off_loop(decode) if echo else None
+    if not echo: texts = None
+    elif chat:              # a chat echoes the answer begun: the last message, if it is the assistant's
+        last = check_messages(body['messages'])[-1]
+        texts = [last['content'] if last['role'] == 'assistant' else '']
+    else: texts = await self._off_loop(decode)
     call = _Call(self, rid, chat, rids, params, prompts, q, texts)
     if body.get('stream'):
         so = body.get('stream_options') or {}
