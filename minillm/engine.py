@@ -378,9 +378,11 @@ def add_request(self: LLMEngine,
     V, allowed = self.model.config.vocab_size, params.allowed_token_ids
     for name in ('logit_bias', 'allowed_token_ids'): _check_vocab(name, getattr(params, name) or (), V)
     _check_vocab('bad_words_token_ids', [t for w in params.bad_words_token_ids or () for t in w], V)
-    if allowed and params.min_tokens and set(allowed) <= {*self.eos_token_ids, *params.stop_token_ids}:
-        raise ValueError("allowed_token_ids holds only stop tokens (eos or stop_token_ids), which min_tokens "
-                         "masks: no token could be chosen")
+    masked = {w[0] for w in params.bad_words_token_ids or () if len(w) == 1}   # one-token bad words
+    if params.min_tokens: masked |= {*self.eos_token_ids, *params.stop_token_ids}
+    if allowed and set(allowed) <= masked:
+        raise ValueError("allowed_token_ids holds only tokens that bad words or min_tokens (eos, stop_token_ids) "
+                         "mask: no token could be chosen")
     ids, now = self._prompt_ids(prompt, params), time.perf_counter()
     if params.max_tokens is None:                 # the context the prompt leaves
         room = self.max_model_len - len(ids)

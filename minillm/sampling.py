@@ -153,6 +153,8 @@ class SamplingParams:
             self.truncate_prompt_tokens = _int('truncate_prompt_tokens', self.truncate_prompt_tokens,
                                                lambda v: v == -1 or v >= 1, "None, -1 or an int >= 1")
         self.bad_words = _stops(self.bad_words, 'bad_words') or None
+        if any(not w.strip() for w in self.bad_words or ()):
+            raise ValueError(f"bad_words must be words with text, not blanks, got {self.bad_words!r}")
         self.bad_words_token_ids = _sequences(self.bad_words_token_ids, 'bad_words_token_ids')
 
 # %% ../nbs/07_sampling.ipynb #384ac61e

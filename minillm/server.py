@@ -452,6 +452,10 @@ async def _body(request) -> dict:
     return body
 
 # %% ../nbs/09b_server.ipynb #ffcf8974
+def _generation_prompt(body: dict) -> bool:
+    "Does a chat open the assistant's turn? Unless it continues the final message, by default."
+    return body.get('add_generation_prompt', not body.get('continue_final_message', False))
+
 @patch
 def _prompts(self: Server, body: dict, chat: bool) -> list:
     "The token ids of each prompt of a request."
@@ -462,7 +466,7 @@ def _prompts(self: Server, body: dict, chat: bool) -> list:
             raise APIError(f"chat_template_kwargs must be an object, got {kw!r}", 'chat_template_kwargs')
         if cont not in (True, False):
             raise APIError(f"continue_final_message must be a bool, got {cont!r}", 'continue_final_message')
-        gen = body.get('add_generation_prompt', not cont)
+        gen = _generation_prompt(body)
         try: texts = [chat_prompt(tok, body.get('messages'), body.get('chat_template'), gen, kw, cont)]
         except (ValueError, TypeError) as e:
             bad = ('chat_template' if str(e).startswith('the chat template') else
@@ -504,17 +508,19 @@ async def complete(self: Server, request, chat: bool):
         if isinstance(e, RuntimeError): raise APIError(str(e), status=503) from None
         if not isinstance(e, (ValueError, TypeError)): raise    # a bug: the app's 500 handler answers it
         which = f"prompt {j} of {len(prompts)}: " if len(prompts) > 1 else ''   # which one was refused
-        named = [k for k in ('max_tokens', 'logit_bias', 'allowed_token_ids') if k in str(e)]
+        fields = ('max_tokens', 'logit_bias', 'allowed_token_ids', 'bad_words', 'logprobs')
+        named = [k for k in fields if k in str(e)]
         param = named[0] if named else 'messages' if chat else 'prompt'
         raise APIError(which + str(e), param) from None
     # decoded off the event loop, as prompts are encoded: a long one would hold up every stream
     decode = lambda: [self.engine.tokenizer.decode(p) for p in prompts]
+    # a chat's reply takes the assistant's role, or without a generation prompt the last message's, as in vLLM
+    last = check_messages(body['messages'])[-1] if chat else None
+    role = 'assistant' if not chat or _generation_prompt(body) else last['role']
     if not echo: texts = None
-    elif chat:              # a chat echoes the answer begun: the last message, if it is the assistant's
-        last = check_messages(body['messages'])[-1]
-        texts = [last['content'] if last['role'] == 'assistant' else '']
+    elif chat: texts = [last['content'] if last['role'] == role else '']   # the last message, if of that role
     else: texts = await self._off_loop(decode)
-    call = _Call(self, rid, chat, rids, params, prompts, q, texts)
+    call = _Call(self, rid, chat, rids, params, prompts, q, texts, role)
     if body.get('stream'):
         so = body.get('stream_options') or {}
         usage_too = bool(so.get('include_usage'))         # continuous_usage_stats counts only beside it, as in vLLM
@@ -545,10 +551,11 @@ def detokenize(self: Server, body: dict) -> dict:
 class _Call:
     "One API request in flight: its engine requests (one per prompt) answering into one queue."
     def __init__(self, server, rid, chat, rids, params, prompts, q,
-                 echo: list | None = None):   # the prompts' texts, to begin each choice's text with
+                 echo: list | None = None,    # the prompts' texts, to begin each choice's text with
+                 role: str = 'assistant'):    # a chat reply's
         self.server, self.rid, self.chat, self.rids, self.q = server, rid, chat, rids, q
         self.n, self.tok, self.created = params[0].n, server.engine.tokenizer, int(time.time())
-        self.echo, self.echo_lps = echo, {}   # prompt -> its part of the logprobs, with echo
+        self.echo, self.echo_lps, self.role = echo, {}, role   # echo_lps: prompt -> its part of the logprobs
         self.top, self.prompts = params[0].logprobs if chat else None, prompts
         self.prompt_tokens, self.completion_tokens, self.done = sum(map(len, prompts)), 0, set()
         self.offsets, self.ntok = {}, {}   # choice -> characters so far (its tokens' texts), tokens so far
@@ -582,7 +589,7 @@ def _choices(self: _Call, o, stream: bool) -> list:
         self.offsets[i], self.ntok[i] = end, self.ntok.get(i, 0) + len(ids)
         if not self.chat: body = dict(text=text)
         elif stream: body = dict(delta=dict(content=text) if text or not reason else {})
-        else: body = dict(message=dict(role='assistant', content=text))
+        else: body = dict(message=dict(role=self.role, content=text))
         out.append(dict(index=i, **body, logprobs=lps, finish_reason=reason, stop_reason=stop))
     self._record(o, j)
     return out
@@ -673,7 +680,7 @@ async def events(self: _Call, usage_too: bool,
         return ''.join(sse(dict(head, choices=[c], usage=own(c['index']))) for c in choices)
     try:
         if self.chat:
-            yield event([dict(index=i, delta=dict(role='assistant', content=''), logprobs=None,
+            yield event([dict(index=i, delta=dict(role=self.role, content=''), logprobs=None,
                               finish_reason=None, stop_reason=None) for i in range(len(self.rids) * self.n)])
         while len(self.done) < len(self.rids):
             try:   # the next output, and any queued behind it

@@ -143,11 +143,14 @@ def check_messages(messages) -> list:
 
 # %% ../nbs/03_tokenizer.ipynb #5a107697
 def _open_end(text: str, last: str) -> str:
-    "`text` cut after the last occurrence of the final message `last` (or of it stripped, as templates trim)."
-    for m in (last, last.strip()):
-        if m and m in text: return text[:text.rindex(m) + len(m)]
-    raise ValueError("continue_final_message: the final message is empty, or the chat template "
-                     "does not render its text as given")
+    """`text` cut after the last occurrence of the final message `last`, found stripped (templates may trim it),
+    its trailing whitespace kept where the template kept it."""
+    s = last.strip()
+    if not s or s not in text:
+        raise ValueError("continue_final_message: the final message is empty, or the chat template "
+                         "does not render its text as given")
+    i, kept = text.rindex(s), last.lstrip()
+    return text[:i + (len(kept) if text.startswith(kept, i) else len(s))]
 
 # %% ../nbs/03_tokenizer.ipynb #03c00002
 def chat_prompt(tok, messages, chat_template=None, add_generation_prompt=True,
