@@ -335,7 +335,7 @@ def _prompt_ids(self: LLMEngine, prompt, params) -> list:
 
 # %% ../nbs/09_engine.ipynb #e1a4fbfd
 def bad_word_ids(tok, words) -> list:
-    "The token sequences of `words`: each as written and, if that differs in its first token only, after a space."
+    "The token sequences of `words`: each as written, and after a space where that gives as many tokens, another first."
     out = []
     for w in words:
         ids, spaced = tok.encode(w.lstrip()), tok.encode(' ' + w.lstrip())
