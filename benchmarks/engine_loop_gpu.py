@@ -14,6 +14,8 @@ Sections (each runs even if an earlier one failed; failures are recorded):
            same requests asking for logprobs, which run in order through the host's processors
   lists    fp32: requests with logit_bias or allowed_token_ids beside plain ones, on the default engine (graphs,
            overlap) against the PyTorch path: the same tokens, allowed tokens only, and the plain rows unchanged
+  prompt   fp32: prompt_logprobs (a pass of their own) against the logprobs the engine's steps give the same tokens
+           when they are sampled; requests with bad words beside plain ones: the words absent, the plain rows unchanged
   memory   bf16: an LLM dropped without gc.collect() gives its GPU memory back: a second one at 0.9 of the card builds
 Writes engine_loop_gpu.json to $OUT if set, else to benchmarks/results/.
 """
@@ -128,6 +130,25 @@ def lists():
                       plain_unchanged=[a[i] for i in (0, 2, 4, 6)] == alone)
     log('lists:', R['lists'])
 
+def prompt():
+    plain = SamplingParams(temperature=0, max_tokens=8, ignore_eos=True)
+    with llm06() as llm:
+        outs = [o.outputs[0] for o in llm.generate(PROMPTS, dataclasses.replace(plain, logprobs=0), use_tqdm=False)]
+        asked = [p + o.token_ids for p, o in zip(PROMPTS, outs)]
+        plp = [o.prompt_logprobs for o in llm.generate(asked, SamplingParams(max_tokens=1, prompt_logprobs=0),
+                                                        use_tqdm=False)]
+        diff = max(abs(lp[t] - q[len(p) + j][t]) for p, o, q in zip(PROMPTS, outs, plp)
+                   for j, (t, lp) in enumerate(zip(o.token_ids, o.logprobs)))
+        ban = lambda o: [[o.token_ids[0]], o.token_ids[3:5]]            # its first token, and a pair
+        got = toks(llm, PROMPTS, [dataclasses.replace(plain, bad_words_token_ids=ban(o)) if i % 2 else plain
+                                  for i, o in enumerate(outs)])
+    pair = lambda a, w: any(a[k:k + 2] == w for k in range(len(a) - 1))
+    R['prompt'] = dict(prompt_vs_sampled_max_abs=diff,
+                       plain_unchanged=all(got[i] == outs[i].token_ids for i in range(0, 8, 2)),
+                       banned_absent=all(got[i][0] != outs[i].token_ids[0] and not pair(got[i], outs[i].token_ids[3:5])
+                                         for i in range(1, 8, 2)))
+    log('prompt:', R['prompt'])
+
 def memory():
     base = torch.cuda.memory_allocated()
     llm = llm06(torch.bfloat16, gpu_memory_utilization=0.9)
@@ -141,7 +162,8 @@ def memory():
     log('memory:', R['memory'])
     llm.close()
 
-SECTIONS = dict(fp32=fp32, sharing=sharing, seeded=seeded, penalties=penalties, lists=lists, memory=memory)
+SECTIONS = dict(fp32=fp32, sharing=sharing, seeded=seeded, penalties=penalties, lists=lists, prompt=prompt,
+                memory=memory)
 only = [a.split('=', 1)[1].split(',') for a in sys.argv if a.startswith('--only=')]
 for fn in [f for k, f in SECTIONS.items() if not only or k in only[0]]: run_section(fn, R, save)
 log('done; errors in:', list(R['errors']) or 'none')
