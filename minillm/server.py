@@ -453,8 +453,10 @@ async def _body(request) -> dict:
 
 # %% ../nbs/09b_server.ipynb #ffcf8974
 def _generation_prompt(body: dict) -> bool:
-    "Does a chat open the assistant's turn? Unless it continues the final message, by default."
-    return body.get('add_generation_prompt', not body.get('continue_final_message', False))
+    "Does a chat open the assistant's turn? (Default: unless it continues its last message; template kwargs win.)"
+    kw = body.get('chat_template_kwargs')
+    gen = body.get('add_generation_prompt', not body.get('continue_final_message', False))
+    return kw.get('add_generation_prompt', gen) if isinstance(kw, dict) else gen
 
 @patch
 def _prompts(self: Server, body: dict, chat: bool) -> list:
@@ -512,14 +514,14 @@ async def complete(self: Server, request, chat: bool):
         named = [k for k in fields if k in str(e)]
         param = named[0] if named else 'messages' if chat else 'prompt'
         raise APIError(which + str(e), param) from None
-    # decoded off the event loop, as prompts are encoded: a long one would hold up every stream
-    decode = lambda: [self.engine.tokenizer.decode(p) for p in prompts]
     # a chat's reply takes the assistant's role, or without a generation prompt the last message's, as in vLLM
-    last = check_messages(body['messages'])[-1] if chat else None
-    role = 'assistant' if not chat or _generation_prompt(body) else last['role']
+    gen = not chat or _generation_prompt(body)
+    last = check_messages(body['messages'])[-1] if chat and (echo or not gen) else None
+    role = 'assistant' if gen else last['role']
     if not echo: texts = None
     elif chat: texts = [last['content'] if last['role'] == role else '']   # the last message, if of that role
-    else: texts = await self._off_loop(decode)
+    else:      # decoded off the event loop, as prompts are encoded: a long one would hold up every stream
+        texts = await self._off_loop(lambda: [self.engine.tokenizer.decode(p) for p in prompts])
     call = _Call(self, rid, chat, rids, params, prompts, q, texts, role)
     if body.get('stream'):
         so = body.get('stream_options') or {}
