@@ -201,7 +201,8 @@ def chat(self: LLM,
          # open the assistant's turn; None: unless continue_final_message
          add_generation_prompt: bool | None = None,
          chat_template_kwargs: dict | None = None,   # passed to the template, e.g. enable_thinking
-         continue_final_message: bool = False) -> list:   # continue the last message (begun for the model)
+         continue_final_message: bool = False,   # continue the last message (begun for the model)
+         tools: list | None = None) -> list:     # functions the model may call
     "Reply to each conversation: one `RequestOutput` per conversation, in order."
     one = isinstance(messages, (list, tuple)) and bool(messages) and isinstance(messages[0], dict)
     convs = [messages] if one or not isinstance(messages, (list, tuple)) else list(messages)
@@ -209,7 +210,7 @@ def chat(self: LLM,
     prompts = []
     for i, c in enumerate(convs):
         try: prompts.append(chat_prompt(self.tokenizer, c, chat_template, gen, chat_template_kwargs,
-                                        continue_final_message))
+                                        continue_final_message, tools))
         except ValueError as e:
             if len(convs) == 1: raise
             raise ValueError(f"conversation {i}: {e}") from None

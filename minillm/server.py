@@ -14,13 +14,13 @@ from fastapi import Depends, FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from . import __version__
 from .sampling import SamplingParams
-from .tokenizer import chat_prompt, check_messages, load_tokenizer
+from .tokenizer import chat_prompt, check_messages, load_tokenizer, parse_tool_calls
 from .engine import EngineConfig, LLMEngine, check_fits, is_token_ids, truncate_prompt
 
 # %% auto #0
 __all__ = ['FIELDS', 'MAX_LOGPROBS', 'MAX_N', 'NOT_IMPLEMENTED', 'EngineProcess', 'APIError', 'request_params', 'make_params',
-           'completion_prompts', 'refuse_unsupported', 'completion_logprobs', 'echo_logprobs', 'chat_logprobs', 'usage',
-           'sse', 'Metrics', 'Server', 'serve', 'server_process']
+           'completion_prompts', 'refuse_unsupported', 'reads_tool_calls', 'completion_logprobs', 'echo_logprobs',
+           'chat_logprobs', 'usage', 'sse', 'Metrics', 'Server', 'serve', 'server_process']
 
 # %% ../nbs/09b_server.ipynb #9b000008
 def _wire(o) -> tuple:
@@ -287,7 +287,7 @@ def completion_prompts(body: dict) -> list:
 # %% ../nbs/09b_server.ipynb #9ee1ffc6
 # the fields this server does not implement, and the values that ask for nothing: OpenAI's, then vLLM's
 NOT_IMPLEMENTED = dict(suffix=('',), best_of=(1,),
-                       response_format=({'type': 'text'},), tools=([],), tool_choice=('none',),
+                       response_format=({'type': 'text'},),
                        functions=([],), function_call=('none',),
                        guided_json=(), guided_regex=(), guided_choice=(), guided_grammar=(),
                        structured_outputs=(), use_beam_search=(False,), prompt_logprobs=(),
@@ -300,6 +300,19 @@ def refuse_unsupported(body: dict):
         v = body.get(k)
         if v is None or v in no_op or (k == 'best_of' and v == body.get('n', 1)): continue
         raise APIError(f"{k} is not supported by this server, got {v!r}; leave it out", k)
+
+# %% ../nbs/09b_server.ipynb #7c0f5081
+def reads_tool_calls(body: dict, chat: bool) -> bool:
+    "Are tool calls read out of the replies? `tool_choice` 'auto' (the default beside tools) reads them."
+    tools, choice = body.get('tools'), body.get('tool_choice')
+    if not chat and (tools, choice) != (None, None):
+        raise APIError("tools and tool_choice are for chat completions",
+                       'tools' if tools is not None else 'tool_choice')
+    if choice not in (None, 'auto', 'none'):
+        raise APIError(f"tool_choice must be 'auto' or 'none', got {choice!r}: a required or named function "
+                       f"needs decoding constrained to its schema, which this server does not do", 'tool_choice')
+    if choice == 'auto' and not tools: raise APIError("tool_choice 'auto' needs tools", 'tool_choice')
+    return bool(tools) and choice != 'none'
 
 # %% ../nbs/09b_server.ipynb #9b000013
 def _tok(tok, t) -> str: return tok.decode([t])
@@ -469,10 +482,12 @@ def _prompts(self: Server, body: dict, chat: bool) -> list:
         if cont not in (True, False):
             raise APIError(f"continue_final_message must be a bool, got {cont!r}", 'continue_final_message')
         gen = _generation_prompt(body)
-        try: texts = [chat_prompt(tok, body.get('messages'), body.get('chat_template'), gen, kw, cont)]
+        try: texts = [chat_prompt(tok, body.get('messages'), body.get('chat_template'), gen, kw, cont,
+                                  body.get('tools'))]
         except (ValueError, TypeError) as e:
+            first = str(e).split()[0].split('[')[0]
             bad = ('chat_template' if str(e).startswith('the chat template') else
-                   'continue_final_message' if str(e).startswith('continue_final_message') else 'messages')
+                   first if first in ('continue_final_message', 'tools') else 'messages')
             raise APIError(str(e), bad) from None
     else: texts = completion_prompts(body)
     return [tok.encode(t) if isinstance(t, str) else list(t) for t in texts]
@@ -498,6 +513,7 @@ async def complete(self: Server, request, chat: bool):
     refuse_unsupported(body)
     echo = body.get('echo')
     if echo not in (None, True, False): raise APIError(f"echo must be a bool, got {echo!r}", 'echo')
+    tools = reads_tool_calls(body, chat)
     kw, prompts = request_params(body, chat), await self._off_loop(self._prompts, body, chat)
     params, prompts = zip(*[make_params(kw, ids, self.engine.max_model_len) for ids in prompts])
     rid, q = f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}", asyncio.Queue()
@@ -522,7 +538,7 @@ async def complete(self: Server, request, chat: bool):
     elif chat: texts = [last['content'] if last['role'] == role else '']   # the last message, if of that role
     else:      # decoded off the event loop, as prompts are encoded: a long one would hold up every stream
         texts = await self._off_loop(lambda: [self.engine.tokenizer.decode(p) for p in prompts])
-    call = _Call(self, rid, chat, rids, params, prompts, q, texts, role)
+    call = _Call(self, rid, chat, rids, params, prompts, q, texts, role, tools)
     if body.get('stream'):
         so = body.get('stream_options') or {}
         usage_too = bool(so.get('include_usage'))         # continuous_usage_stats counts only beside it, as in vLLM
@@ -554,10 +570,12 @@ class _Call:
     "One API request in flight: its engine requests (one per prompt) answering into one queue."
     def __init__(self, server, rid, chat, rids, params, prompts, q,
                  echo: list | None = None,    # the prompts' texts, to begin each choice's text with
-                 role: str = 'assistant'):    # a chat reply's
+                 role: str = 'assistant',     # a chat reply's
+                 tools: bool = False):        # read tool calls out of the replies
         self.server, self.rid, self.chat, self.rids, self.q = server, rid, chat, rids, q
         self.n, self.tok, self.created = params[0].n, server.engine.tokenizer, int(time.time())
         self.echo, self.echo_lps, self.role = echo, {}, role   # echo_lps: prompt -> its part of the logprobs
+        self.tools, self.held = tools, {}     # held: choice -> text that is or may be a tool call, kept back
         self.top, self.prompts = params[0].logprobs if chat else None, prompts
         self.prompt_tokens, self.completion_tokens, self.done = sum(map(len, prompts)), 0, set()
         self.offsets, self.ntok = {}, {}   # choice -> characters so far (its tokens' texts), tokens so far
@@ -577,7 +595,8 @@ def _choices(self: _Call, o, stream: bool) -> list:
     out, j = [], self.rids[rid]
     if self.echo and plp is not None: self.echo_lps[j] = echo_logprobs(self.tok, self.prompts[j], plp)
     for index, text, ids, lps, reason, stop in choices:
-        i = j * self.n + index
+        i, calls = j * self.n + index, None
+        if self.tools: text, calls = self._hold(i, text, reason)
         first, start = i not in self.offsets, self.offsets.get(i, 0)
         if self.echo and first: text = self.echo[j] + text                 # the prompt first
         end = start + len(text)
@@ -592,6 +611,10 @@ def _choices(self: _Call, o, stream: bool) -> list:
         if not self.chat: body = dict(text=text)
         elif stream: body = dict(delta=dict(content=text) if text or not reason else {})
         else: body = dict(message=dict(role=self.role, content=text))
+        if calls:
+            reason = 'tool_calls'
+            if stream: body['delta']['tool_calls'] = [dict(index=k, **c) for k, c in enumerate(calls)]
+            else: body['message']['tool_calls'] = calls
         out.append(dict(index=i, **body, logprobs=lps, finish_reason=reason, stop_reason=stop))
     self._record(o, j)
     return out
@@ -612,6 +635,26 @@ def _record(self: _Call, o, j):
     m.prompt.inc(len(self.prompts[j]))
     m.ttft.observe(ttft)
     if longest > 1: m.tpot.observe(decode / (longest - 1))
+
+# %% ../nbs/09b_server.ipynb #c76d48f7
+_TAG = '<tool_call>'
+
+def _tool_call(c: dict) -> dict:
+    return dict(id=f"call_{uuid.uuid4().hex[:24]}", type='function',
+                function=dict(name=c['name'], arguments=json.dumps(c['arguments'], ensure_ascii=False)))
+
+@patch
+def _hold(self: _Call, i: int, text: str, reason) -> tuple:
+    "Choice `i`'s text to send now, and once it ends, its tool calls (None if it made none)."
+    buf = self.held.pop(i, '') + text
+    k = buf.find(_TAG)
+    if k < 0: k = next((j for j in range(max(0, len(buf) - len(_TAG) + 1), len(buf))
+                        if _TAG.startswith(buf[j:])), len(buf))
+    if not reason:
+        if k < len(buf): self.held[i] = buf[k:]
+        return buf[:k], None
+    rest, calls = parse_tool_calls(buf[k:])
+    return buf[:k] + (rest or ''), [_tool_call(c) for c in calls] or None
 
 # %% ../nbs/09b_server.ipynb #73a16f3d
 @patch
@@ -649,6 +692,7 @@ def _join(a: dict, b: dict, chat: bool):
     "Append increment `b` to choice `a` of a response being collected."
     if chat: a['message']['content'] += b['message']['content']
     else: a['text'] += b['text']
+    if chat and 'tool_calls' in b['message']: a['message']['tool_calls'] = b['message']['tool_calls']
     if b['logprobs'] is not None:
         for k, v in b['logprobs'].items(): a['logprobs'][k] += v
     a['finish_reason'], a['stop_reason'] = b['finish_reason'], b['stop_reason']
@@ -667,6 +711,9 @@ async def result(self: _Call, request) -> dict:
                 if a is not ch: _join(a, ch, self.chat)
     finally: self._abort_rest()
     choices = [acc[i] for i in sorted(acc)]
+    for c in choices:           # a reply that only calls tools has no content, as in OpenAI's
+        m = c.get('message', {})
+        if m.get('tool_calls') and not m['content']: m['content'] = None
     return dict(self._head(), choices=choices,
                 usage=usage(self.prompt_tokens, self.completion_tokens))
 

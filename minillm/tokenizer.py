@@ -4,14 +4,15 @@
 
 # %% ../nbs/03_tokenizer.ipynb #d6b8a064
 from __future__ import annotations
-import base64
+import base64, json, re
 from importlib import resources
 from pathlib import Path
 from fastcore.basics import patch
 
 # %% auto #0
-__all__ = ['QWEN_PATTERN', 'QWEN_SPECIALS', 'QWEN_SPECIAL_START', 'QWEN_CHAT_TEMPLATE', 'ROLES', 'ALIASES', 'QwenTiktokenizer',
-           'HFTokenizer', 'load_tokenizer', 'check_messages', 'chat_prompt']
+__all__ = ['QWEN_PATTERN', 'QWEN_SPECIALS', 'QWEN_SPECIAL_START', 'QWEN_PLAIN_START', 'QWEN_CHAT_TEMPLATE', 'ROLES', 'ALIASES',
+           'QwenTiktokenizer', 'HFTokenizer', 'load_tokenizer', 'check_messages', 'check_tools', 'chat_prompt',
+           'parse_tool_calls']
 
 # %% ../nbs/03_tokenizer.ipynb #590fc69a
 QWEN_PATTERN = (r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}"""
@@ -23,6 +24,7 @@ QWEN_SPECIALS = ['<|endoftext|>', '<|im_start|>', '<|im_end|>', '<|object_ref_st
                  '<|fim_middle|>', '<|fim_suffix|>', '<|fim_pad|>', '<|repo_name|>', '<|file_sep|>',
                  '<tool_response>', '</tool_response>', '<think>', '</think>']
 QWEN_SPECIAL_START = 151643
+QWEN_PLAIN_START = 151657   # from `<tool_call>` on, added tokens are plain text (not special)
 
 # %% ../nbs/03_tokenizer.ipynb #a0f182ad
 class QwenTiktokenizer:
@@ -48,8 +50,8 @@ def encode(self: QwenTiktokenizer, text: str) -> list[int]:
 @patch
 def decode(self: QwenTiktokenizer, ids, skip_special_tokens: bool = False) -> str:
     "Text of `ids`; ids past the vocabulary (checkpoints pad their embedding) decode to nothing."
-    lim = QWEN_SPECIAL_START if skip_special_tokens else self.vocab_size
-    return self.enc.decode([i for i in ids if 0 <= i < lim], errors='replace')
+    skip = range(QWEN_SPECIAL_START, QWEN_PLAIN_START) if skip_special_tokens else range(0)
+    return self.enc.decode([i for i in ids if 0 <= i < self.vocab_size and i not in skip], errors='replace')
 
 # %% ../nbs/03_tokenizer.ipynb #5c018e85
 class HFTokenizer:
@@ -83,8 +85,27 @@ def load_tokenizer(path):
     return QwenTiktokenizer()
 
 # %% ../nbs/03_tokenizer.ipynb #7c4f0a4f
-QWEN_CHAT_TEMPLATE = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}"
-                      "<|im_end|>\n{% endfor %}"
+_TOOLS = ("{% if tools %}<|im_start|>system\n"     # the tools, in the system message
+          "{% if messages[0]['role'] == 'system' %}{{ messages[0]['content'] }}\n\n{% endif %}"
+          "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
+          "You are provided with function signatures within <tools></tools> XML tags:\n<tools>"
+          "{% for t in tools %}{{ '\\n' + t | tojson }}{% endfor %}{{ '\\n' }}</tools>\n\n"
+          "For each function call, return a json object with function name and arguments within "
+          "<tool_call></tool_call> XML tags:\n<tool_call>\n"
+          "{\"name\": <function-name>, \"arguments\": <args-json-object>}\n</tool_call><|im_end|>\n{% endif %}")
+_CALLS = ("{% for c in m['tool_calls'] or [] %}{% set f = c['function'] or c %}"   # an assistant's tool calls
+          "{% if m['content'] or not loop.first %}{{ '\\n' }}{% endif %}"
+          "<tool_call>\n{\"name\": \"{{ f['name'] }}\", \"arguments\": "
+          "{{ f['arguments'] if f['arguments'] is string else f['arguments'] | tojson }}}\n</tool_call>"
+          "{% endfor %}")
+_RESULT = ("{% if loop.first or messages[loop.index0 - 1]['role'] != 'tool' %}<|im_start|>user{% endif %}"
+           "{{ '\\n' }}<tool_response>\n{{ m['content'] }}\n</tool_response>"   # consecutive results: one turn
+           "{% if loop.last or messages[loop.index0 + 1]['role'] != 'tool' %}<|im_end|>{{ '\\n' }}{% endif %}")
+QWEN_CHAT_TEMPLATE = (_TOOLS + "{% for m in messages %}"
+                      "{% if m['role'] == 'system' and loop.first and tools %}"
+                      "{% elif m['role'] == 'tool' %}" + _RESULT +
+                      "{% else %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}" + _CALLS +
+                      "<|im_end|>\n{% endif %}{% endfor %}"
                       "{% if add_generation_prompt %}<|im_start|>assistant\n"
                       "{% if enable_thinking is defined and enable_thinking is false %}"
                       "<think>\n\n</think>\n\n"
@@ -95,10 +116,14 @@ def _raise(message):
     from jinja2.exceptions import TemplateError
     raise TemplateError(message)
 
+def _tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False) -> str:
+    return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
+
 def _render(self, template, messages, add_generation_prompt, **kwargs) -> str:
     from jinja2.sandbox import ImmutableSandboxedEnvironment
     env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
-    env.globals['raise_exception'] = _raise      # as `transformers` gives templates
+    env.globals['raise_exception'] = _raise      # as `transformers` gives templates, with its `tojson`
+    env.filters['tojson'] = _tojson              # (Jinja's own sorts keys and escapes HTML)
     return env.from_string(template).render(messages=messages,
                                             add_generation_prompt=add_generation_prompt, **kwargs)
 
@@ -122,6 +147,14 @@ def _text(content, i) -> str:
 ROLES = ('system', 'user', 'assistant', 'tool')
 ALIASES = {'developer': 'system'}   # OpenAI's newer name for the system message
 
+def _check_calls(calls, i):
+    "An assistant's `tool_calls`, as the API sends them back: each a function with a name and its arguments."
+    fn = lambda c: c.get('function') if isinstance(c, dict) else None
+    if not isinstance(calls, list) or not all(isinstance(fn(c), dict) and isinstance(fn(c).get('name'), str)
+                                              and isinstance(fn(c).get('arguments'), (str, dict)) for c in calls):
+        raise ValueError(f"messages[{i}].tool_calls must be a list of {{'type': 'function', 'function': "
+                         f"{{'name': ..., 'arguments': ...}}}}, arguments a JSON string, got {calls!r:.80}")
+
 def _message(m, i) -> dict:
     "Message `i`, checked: a known role (an alias renamed), string content (None only for an assistant)."
     if not isinstance(m, dict):
@@ -130,8 +163,9 @@ def _message(m, i) -> dict:
     if role not in ROLES:
         raise ValueError(f"messages[{i}].role must be one of {', '.join(ROLES + tuple(ALIASES))}, "
                          f"got {m.get('role')!r}")
-    if 'content' not in m: raise ValueError(f"messages[{i}] has no 'content'")
-    c = m['content']
+    if role == 'assistant' and m.get('tool_calls') is not None: _check_calls(m['tool_calls'], i)
+    elif 'content' not in m: raise ValueError(f"messages[{i}] has no 'content'")
+    c = m.get('content')
     return {**m, 'role': role, 'content': '' if c is None and role == 'assistant' else _text(c, i)}
 
 def check_messages(messages) -> list:
@@ -152,16 +186,31 @@ def _open_end(text: str, last: str) -> str:
     i, kept = text.rindex(s), last.lstrip()
     return text[:i + (len(kept) if text.startswith(kept, i) else len(s))]
 
+# %% ../nbs/03_tokenizer.ipynb #52b99cff
+_FN = "{'type': 'function', 'function': {'name': a non-empty string, 'parameters': an object}}"
+
+def check_tools(tools) -> list:
+    "The API's `tools`: a list of functions, each with a name and its parameters' JSON schema."
+    if not isinstance(tools, list): raise ValueError(f"tools must be a list of {_FN}, got {tools!r:.80}")
+    for i, t in enumerate(tools):
+        f = t.get('function') if isinstance(t, dict) and t.get('type') == 'function' else None
+        if not (isinstance(f, dict) and isinstance(f.get('name'), str) and f['name']
+                and isinstance(f.get('parameters', {}), dict)):
+            raise ValueError(f"tools[{i}] must be {_FN}, got {t!r:.80}")
+    return tools
+
 # %% ../nbs/03_tokenizer.ipynb #03c00002
 def chat_prompt(tok, messages, chat_template=None, add_generation_prompt=True,
                 template_kwargs: dict | None = None,   # the API's `chat_template_kwargs`: win over the above
                 continue_final_message: bool = False,  # leave the last message open, to be continued
+                tools: list | None = None,             # functions the model may call (the API's `tools`)
                 **kwargs) -> str:
     "The prompt text of a conversation: `messages` through `chat_template` (default: the tokenizer's)."
     template = chat_template or getattr(tok, 'chat_template', None)
     if not template: raise ValueError("this checkpoint has no chat template: pass chat_template")
     messages = check_messages(messages)
     kw = {'add_generation_prompt': add_generation_prompt, **(template_kwargs or {}), **kwargs}
+    if tools is not None: kw['tools'] = check_tools(tools)
     if continue_final_message and kw['add_generation_prompt']:
         raise ValueError("continue_final_message and add_generation_prompt cannot both be true: one continues "
                          "the last message, the other opens a new one")
@@ -169,3 +218,16 @@ def chat_prompt(tok, messages, chat_template=None, add_generation_prompt=True,
     except Exception as e:     # a template is code the caller chose: its failure is a bad argument
         raise ValueError(f"the chat template failed: {type(e).__name__}: {e}") from e
     return _open_end(text, messages[-1]['content']) if continue_final_message else text
+
+# %% ../nbs/03_tokenizer.ipynb #df57ad1e
+_CALL = re.compile(r'<tool_call>(.*?)(?:</tool_call>|\Z)', re.S)
+
+def parse_tool_calls(text: str) -> tuple:
+    "`(content, calls)` of a reply: the text before its calls (None if empty), each call `{'name', 'arguments'}`."
+    k = text.find('<tool_call>')
+    if k < 0: return text, []
+    try: calls = [json.loads(s) for s in _CALL.findall(text, k)]
+    except json.JSONDecodeError: return text, []
+    if not all(isinstance(c, dict) and isinstance(c.get('name'), str)
+               and isinstance(c.get('arguments', {}), dict) for c in calls): return text, []
+    return text[:k] or None, [dict(name=c['name'], arguments=c.get('arguments', {})) for c in calls]
