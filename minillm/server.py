@@ -4,7 +4,7 @@
 
 # %% ../nbs/09b_server.ipynb #9b000005
 from __future__ import annotations
-import asyncio, hmac, json, signal, socket, subprocess, sys, tempfile, threading, time, traceback
+import asyncio, hmac, json, re, signal, socket, subprocess, sys, tempfile, threading, time, traceback
 import multiprocessing as mp, urllib.request, uuid
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager, contextmanager
@@ -304,14 +304,16 @@ def refuse_unsupported(body: dict):
 # %% ../nbs/09b_server.ipynb #7c0f5081
 def reads_tool_calls(body: dict, chat: bool) -> bool:
     "Are tool calls read out of the replies? `tool_choice` 'auto' (the default beside tools) reads them."
-    tools, choice = body.get('tools'), body.get('tool_choice')
-    if not chat and (tools, choice) != (None, None):
-        raise APIError("tools and tool_choice are for chat completions",
-                       'tools' if tools is not None else 'tool_choice')
+    tools, choice, par = body.get('tools'), body.get('tool_choice'), body.get('parallel_tool_calls')
+    if not chat and (tools or choice not in (None, 'none')):
+        raise APIError("tools and tool_choice are for chat completions", 'tools' if tools else 'tool_choice')
     if choice not in (None, 'auto', 'none'):
-        raise APIError(f"tool_choice must be 'auto' or 'none', got {choice!r}: a required or named function "
-                       f"needs decoding constrained to its schema, which this server does not do", 'tool_choice')
+        why = (": a required or named function needs decoding constrained to its schema, which this server "
+               "does not do" if choice == 'required' or isinstance(choice, dict) else '')
+        raise APIError(f"tool_choice must be 'auto' or 'none', got {choice!r}{why}", 'tool_choice')
     if choice == 'auto' and not tools: raise APIError("tool_choice 'auto' needs tools", 'tool_choice')
+    if par not in (None, True, False): raise APIError(f"parallel_tool_calls must be a bool, got {par!r}",
+                                                     'parallel_tool_calls')
     return bool(tools) and choice != 'none'
 
 # %% ../nbs/09b_server.ipynb #9b000013
@@ -485,7 +487,7 @@ def _prompts(self: Server, body: dict, chat: bool) -> list:
         try: texts = [chat_prompt(tok, body.get('messages'), body.get('chat_template'), gen, kw, cont,
                                   body.get('tools'))]
         except (ValueError, TypeError) as e:
-            first = str(e).split()[0].split('[')[0]
+            first = re.match(r'\w*', str(e))[0]
             bad = ('chat_template' if str(e).startswith('the chat template') else
                    first if first in ('continue_final_message', 'tools') else 'messages')
             raise APIError(str(e), bad) from None
@@ -513,7 +515,7 @@ async def complete(self: Server, request, chat: bool):
     refuse_unsupported(body)
     echo = body.get('echo')
     if echo not in (None, True, False): raise APIError(f"echo must be a bool, got {echo!r}", 'echo')
-    tools = reads_tool_calls(body, chat)
+    tools, parallel = reads_tool_calls(body, chat), body.get('parallel_tool_calls') is not False
     kw, prompts = request_params(body, chat), await self._off_loop(self._prompts, body, chat)
     params, prompts = zip(*[make_params(kw, ids, self.engine.max_model_len) for ids in prompts])
     rid, q = f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}", asyncio.Queue()
@@ -538,7 +540,7 @@ async def complete(self: Server, request, chat: bool):
     elif chat: texts = [last['content'] if last['role'] == role else '']   # the last message, if of that role
     else:      # decoded off the event loop, as prompts are encoded: a long one would hold up every stream
         texts = await self._off_loop(lambda: [self.engine.tokenizer.decode(p) for p in prompts])
-    call = _Call(self, rid, chat, rids, params, prompts, q, texts, role, tools)
+    call = _Call(self, rid, chat, rids, params, prompts, q, texts, role, tools, parallel)
     if body.get('stream'):
         so = body.get('stream_options') or {}
         usage_too = bool(so.get('include_usage'))         # continuous_usage_stats counts only beside it, as in vLLM
@@ -571,11 +573,13 @@ class _Call:
     def __init__(self, server, rid, chat, rids, params, prompts, q,
                  echo: list | None = None,    # the prompts' texts, to begin each choice's text with
                  role: str = 'assistant',     # a chat reply's
-                 tools: bool = False):        # read tool calls out of the replies
+                 tools: bool = False,         # read tool calls out of the replies
+                 parallel: bool = True):      # all of a reply's calls, or its first
         self.server, self.rid, self.chat, self.rids, self.q = server, rid, chat, rids, q
         self.n, self.tok, self.created = params[0].n, server.engine.tokenizer, int(time.time())
         self.echo, self.echo_lps, self.role = echo, {}, role   # echo_lps: prompt -> its part of the logprobs
-        self.tools, self.held = tools, {}     # held: choice -> text that is or may be a tool call, kept back
+        self.tools, self.parallel, self.held = tools, parallel, {}   # held: choice -> text that is or may be
+                                                                     # a tool call, kept back
         self.top, self.prompts = params[0].logprobs if chat else None, prompts
         self.prompt_tokens, self.completion_tokens, self.done = sum(map(len, prompts)), 0, set()
         self.offsets, self.ntok = {}, {}   # choice -> characters so far (its tokens' texts), tokens so far
@@ -611,10 +615,14 @@ def _choices(self: _Call, o, stream: bool) -> list:
         if not self.chat: body = dict(text=text)
         elif stream: body = dict(delta=dict(content=text) if text or not reason else {})
         else: body = dict(message=dict(role=self.role, content=text))
-        if calls:
-            reason = 'tool_calls'
-            if stream: body['delta']['tool_calls'] = [dict(index=k, **c) for k, c in enumerate(calls)]
-            else: body['message']['tool_calls'] = calls
+        if stream and self.tools and not (text or reason or lps):
+            continue                                    # nothing to send while a call is held back
+        if calls and not stream: body['message']['tool_calls'] = calls
+        if calls and stream:    # the calls, then the end in a chunk of its own (as OpenAI's clients expect)
+            body['delta']['tool_calls'] = [dict(index=k, **c) for k, c in enumerate(calls)]
+            out.append(dict(index=i, **body, logprobs=lps, finish_reason=None, stop_reason=None))
+            body, lps = dict(delta={}), None
+        if calls and reason == 'stop': reason = 'tool_calls'
         out.append(dict(index=i, **body, logprobs=lps, finish_reason=reason, stop_reason=stop))
     self._record(o, j)
     return out
@@ -654,7 +662,7 @@ def _hold(self: _Call, i: int, text: str, reason) -> tuple:
         if k < len(buf): self.held[i] = buf[k:]
         return buf[:k], None
     rest, calls = parse_tool_calls(buf[k:])
-    return buf[:k] + (rest or ''), [_tool_call(c) for c in calls] or None
+    return buf[:k] + (rest or ''), [_tool_call(c) for c in calls[:None if self.parallel else 1]] or None
 
 # %% ../nbs/09b_server.ipynb #73a16f3d
 @patch
@@ -725,8 +733,12 @@ async def events(self: _Call, usage_too: bool,
     head = self._head('.chunk' if self.chat else '')
     own = lambda i: usage(len(self.prompts[i // self.n]), self.ntok.get(i, 0))   # choice i's prompt, its tokens
     def event(choices):
-        if not every: return sse(dict(head, choices=choices))
-        return ''.join(sse(dict(head, choices=[c], usage=own(c['index']))) for c in choices)
+        if every: return ''.join(sse(dict(head, choices=[c], usage=own(c['index']))) for c in choices)
+        chunks, seen = [[]], set()         # a choice once a chunk: the end of a reply with calls follows them
+        for c in choices:
+            if c['index'] in seen: chunks.append([]), seen.clear()
+            chunks[-1].append(c), seen.add(c['index'])
+        return ''.join(sse(dict(head, choices=cs)) for cs in chunks)
     try:
         if self.chat:
             yield event([dict(index=i, delta=dict(role=self.role, content=''), logprobs=None,

@@ -93,19 +93,29 @@ _TOOLS = ("{% if tools %}<|im_start|>system\n"     # the tools, in the system me
           "For each function call, return a json object with function name and arguments within "
           "<tool_call></tool_call> XML tags:\n<tool_call>\n"
           "{\"name\": <function-name>, \"arguments\": <args-json-object>}\n</tool_call><|im_end|>\n{% endif %}")
-_CALLS = ("{% for c in m['tool_calls'] or [] %}{% set f = c['function'] or c %}"   # an assistant's tool calls
-          "{% if m['content'] or not loop.first %}{{ '\\n' }}{% endif %}"
+_LAST_QUERY = ("{% set ns = namespace(last=messages | length - 1, found=false) %}"   # the last user turn,
+               "{% for m in messages[::-1] %}{% if not ns.found and m['role'] == 'user' and not "  # tool results aside
+               "(m['content'].startswith('<tool_response>') and m['content'].endswith('</tool_response>')) %}"
+               "{% set ns.found = true %}{% set ns.last = messages | length - 1 - loop.index0 %}{% endif %}{% endfor %}")
+_REPLY = ("{% set text, r = m['content'], m['reasoning_content'] %}"     # an assistant's reasoning, kept after
+          "{% if r is not string %}{% set r = '' %}{% if '</think>' in text %}"   # the last user turn only
+          "{% set r = text.split('</think>')[0].rstrip('\\n').split('<think>')[-1].lstrip('\\n') %}"
+          "{% set text = text.split('</think>')[-1].lstrip('\\n') %}{% endif %}{% endif %}"
+          "<|im_start|>assistant\n{% if loop.index0 > ns.last and (loop.last or r) %}"
+          "<think>\n{{ r.strip('\\n') }}\n</think>\n\n{{ text.lstrip('\\n') }}{% else %}{{ text }}{% endif %}"
+          "{% for c in m['tool_calls'] or [] %}{% set f = c['function'] or c %}"   # its tool calls
+          "{% if text or not loop.first %}{{ '\\n' }}{% endif %}"
           "<tool_call>\n{\"name\": \"{{ f['name'] }}\", \"arguments\": "
           "{{ f['arguments'] if f['arguments'] is string else f['arguments'] | tojson }}}\n</tool_call>"
-          "{% endfor %}")
+          "{% endfor %}<|im_end|>\n")
 _RESULT = ("{% if loop.first or messages[loop.index0 - 1]['role'] != 'tool' %}<|im_start|>user{% endif %}"
            "{{ '\\n' }}<tool_response>\n{{ m['content'] }}\n</tool_response>"   # consecutive results: one turn
            "{% if loop.last or messages[loop.index0 + 1]['role'] != 'tool' %}<|im_end|>{{ '\\n' }}{% endif %}")
-QWEN_CHAT_TEMPLATE = (_TOOLS + "{% for m in messages %}"
+QWEN_CHAT_TEMPLATE = (_TOOLS + _LAST_QUERY + "{% for m in messages %}"
                       "{% if m['role'] == 'system' and loop.first and tools %}"
                       "{% elif m['role'] == 'tool' %}" + _RESULT +
-                      "{% else %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}" + _CALLS +
-                      "<|im_end|>\n{% endif %}{% endfor %}"
+                      "{% elif m['role'] == 'assistant' %}" + _REPLY +
+                      "{% else %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endif %}{% endfor %}"
                       "{% if add_generation_prompt %}<|im_start|>assistant\n"
                       "{% if enable_thinking is defined and enable_thinking is false %}"
                       "<think>\n\n</think>\n\n"
@@ -187,16 +197,21 @@ def _open_end(text: str, last: str) -> str:
     return text[:i + (len(kept) if text.startswith(kept, i) else len(s))]
 
 # %% ../nbs/03_tokenizer.ipynb #52b99cff
-_FN = "{'type': 'function', 'function': {'name': a non-empty string, 'parameters': an object}}"
+def _check_tool(t, i):
+    if not isinstance(t, dict) or t.get('type', 'function') != 'function':
+        raise ValueError(f"tools[{i}] must be {{'type': 'function', 'function': {{...}}}}, got {t!r:.80}")
+    f = t.get('function')
+    if not isinstance(f, dict): raise ValueError(f"tools[{i}].function must be an object, got {f!r:.80}")
+    if not isinstance(f.get('name'), str) or not f['name']:
+        raise ValueError(f"tools[{i}].function.name must be a non-empty string, got {f.get('name')!r:.80}")
+    if not isinstance(f.get('parameters') or {}, dict):
+        raise ValueError(f"tools[{i}].function.parameters must be a JSON schema (an object), "
+                         f"got {f['parameters']!r:.80}")
 
 def check_tools(tools) -> list:
     "The API's `tools`: a list of functions, each with a name and its parameters' JSON schema."
-    if not isinstance(tools, list): raise ValueError(f"tools must be a list of {_FN}, got {tools!r:.80}")
-    for i, t in enumerate(tools):
-        f = t.get('function') if isinstance(t, dict) and t.get('type') == 'function' else None
-        if not (isinstance(f, dict) and isinstance(f.get('name'), str) and f['name']
-                and isinstance(f.get('parameters', {}), dict)):
-            raise ValueError(f"tools[{i}] must be {_FN}, got {t!r:.80}")
+    if not isinstance(tools, list): raise ValueError(f"tools must be a list of functions, got {tools!r:.80}")
+    for i, t in enumerate(tools): _check_tool(t, i)
     return tools
 
 # %% ../nbs/03_tokenizer.ipynb #03c00002
@@ -222,12 +237,20 @@ def chat_prompt(tok, messages, chat_template=None, add_generation_prompt=True,
 # %% ../nbs/03_tokenizer.ipynb #df57ad1e
 _CALL = re.compile(r'<tool_call>(.*?)(?:</tool_call>|\Z)', re.S)
 
+def _not_json(name): raise ValueError(f"{name} is not JSON")
+
+def _call(s: str) -> dict:
+    "One call's JSON, read: a name, and arguments that are an object (or its JSON text)."
+    c = json.loads(s, parse_constant=_not_json)
+    if not isinstance(c, dict): raise ValueError("not a call")
+    args = c.get('arguments')
+    if isinstance(args, str): args = json.loads(args, parse_constant=_not_json)
+    if not (isinstance(c.get('name'), str) and isinstance(args, dict)): raise ValueError("not a call")
+    return dict(name=c['name'], arguments=args)
+
 def parse_tool_calls(text: str) -> tuple:
     "`(content, calls)` of a reply: the text before its calls (None if empty), each call `{'name', 'arguments'}`."
     k = text.find('<tool_call>')
     if k < 0: return text, []
-    try: calls = [json.loads(s) for s in _CALL.findall(text, k)]
-    except json.JSONDecodeError: return text, []
-    if not all(isinstance(c, dict) and isinstance(c.get('name'), str)
-               and isinstance(c.get('arguments', {}), dict) for c in calls): return text, []
-    return text[:k] or None, [dict(name=c['name'], arguments=c.get('arguments', {})) for c in calls]
+    try: return text[:k] or None, [_call(s) for s in _CALL.findall(text, k)]
+    except (ValueError, RecursionError): return text, []
