@@ -14,6 +14,7 @@ from .paged import BlockManager
 from .sampling import SamplingParams, sample as sample_logits, sample_keys, sample_simple
 from .sampling import PenaltyCounts, penalised, on_device, compute_logprobs
 from .scheduler import Scheduler, Sequence, RUNNING, FINISHED
+from .structured import Guide, TokenDFA, Vocab, constraint_node, token_texts
 from .runner import ModelRunner, kv_bytes_per_block
 from .outputs import CompletionOutput, RequestMetrics, RequestOutput, detokenize_step
 
@@ -237,6 +238,7 @@ class LLMEngine:
         self.stepper = PlainStep()
         self.requests, self._by_seq, self._changed, self._next_seq = {}, {}, {}, 0
         self.penalties = None   # `PenaltyCounts`, made for the first penalised row
+        self.vocab, self.constraints = None, {}   # for structured outputs: the token texts' layout, compiled ones
         for _, setup in sorted(PLUGINS.values(), key=lambda p: p[0]): setup(self)
         _ENGINES.add(self)
 
@@ -356,6 +358,20 @@ def prompt_logprobs(model, ids: list, k: int, rows: int = 256) -> list:
         out += [{tok: lp, **top} for tok, (lp, top) in zip(nxt.tolist(), lps)]
     return out
 
+# %% ../nbs/09_engine.ipynb #8254463d
+@patch
+def constraint(self: LLMEngine, spec: dict) -> TokenDFA:
+    "The `TokenDFA` of a `structured_outputs` spec, compiled for this engine's vocabulary (cached)."
+    key = json.dumps(spec, sort_keys=True)
+    if key not in self.constraints:
+        if self.vocab is None: self.vocab = Vocab(token_texts(self.tokenizer))
+        try: dfa = TokenDFA(constraint_node(spec), self.vocab, self.eos_token_ids, self.model.config.vocab_size,
+                            self.device)
+        except ValueError as e: raise ValueError(f"structured_outputs: {e}") from None
+        if len(self.constraints) >= 64: self.constraints.pop(next(iter(self.constraints)))
+        self.constraints[key] = dfa
+    return self.constraints[key]
+
 # %% ../nbs/09_engine.ipynb #2934486d
 @patch
 def add_request(self: LLMEngine,
@@ -390,13 +406,14 @@ def add_request(self: LLMEngine,
             raise ValueError(f"min_tokens ({params.min_tokens}) exceeds the {room} tokens that "
                              f"max_model_len ({self.max_model_len}) leaves after the prompt")
         params = replace(params, max_tokens=room)
-    choices = []
+    dfa, choices = self.constraint(params.structured_outputs) if params.structured_outputs else None, []
     for i in range(params.n):
         # choice i samples with seed + i, wrapped as a seed's key wraps it (sampling chapter)
         seed = None if params.seed is None else (params.seed + i) % 2**64
         p = params if i == 0 or seed is None else replace(params, seed=seed)
         lps = [] if params.logprobs is not None else None
-        choices.append(Choice(i, Sequence(self._next_seq + i, ids, p, arrival=now), logprobs=lps))
+        seq = Sequence(self._next_seq + i, ids, p, arrival=now, guide=dfa and Guide(dfa))
+        choices.append(Choice(i, seq, logprobs=lps))
     self._next_seq += params.n
     later = [c.seq for c in choices[1:]] if self.config.enable_prefix_caching else []
     text, k = prompt if isinstance(prompt, str) else None, params.prompt_logprobs
@@ -514,9 +531,13 @@ def sample(self: LLMEngine, logits, seqs, drafts=None, out=None,
     if (len(rows) == len(seqs) and any(map(penalised, params))
             and all(map(on_device, params, outputs))):
         pen = *self._penalty_slots(logits, seqs), pending
+    masks = None   # structured outputs: the tokens each row's place allows
+    if any(s.guide for s, _, _ in rows):
+        every = logits.new_ones(logits.shape[-1], dtype=torch.bool)
+        masks = torch.stack([s.guide.mask(o) if s.guide else every for (s, _, _), o in zip(rows, outputs)])
     eos = self.eos_token_ids
     return sample_logits(logits, params, prompts, outputs, keys, eos, self.generator, out,
-                         self.simple_sampler, pen)
+                         self.simple_sampler, pen, masks)
 
 # %% ../nbs/09_engine.ipynb #09665a6e
 @patch

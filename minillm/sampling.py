@@ -12,10 +12,11 @@ import torch
 from fastcore.basics import patch
 
 # %% auto #0
-__all__ = ['SamplingParams', 'apply_min_tokens', 'apply_logit_bias', 'apply_bad_words', 'token_counts', 'apply_penalties',
-           'apply_top_k_top_p', 'apply_min_p', 'process_logits', 'sample_key', 'sample_keys', 'keyed_exponential',
-           'random_sample', 'SamplerOutput', 'compute_logprobs', 'penalised', 'on_device', 'simple', 'plain_greedy',
-           'needs_sort', 'in_kernel', 'upload', 'sampling_rows', 'sample_simple', 'PenaltyCounts', 'sample']
+__all__ = ['STRUCTURED', 'SamplingParams', 'apply_min_tokens', 'apply_logit_bias', 'apply_bad_words', 'token_counts',
+           'apply_penalties', 'apply_top_k_top_p', 'apply_min_p', 'process_logits', 'sample_key', 'sample_keys',
+           'keyed_exponential', 'random_sample', 'SamplerOutput', 'compute_logprobs', 'penalised', 'on_device',
+           'simple', 'plain_greedy', 'needs_sort', 'in_kernel', 'upload', 'sampling_rows', 'sample_simple',
+           'PenaltyCounts', 'sample']
 
 # %% ../nbs/07_sampling.ipynb #b3328d37
 # temperatures below this are greedy, as in vLLM (dividing by them would overflow)
@@ -77,6 +78,17 @@ def _bias(v) -> dict | None:
                          f"got {v!r:.80}")
     return {int(t): _real(f'logit_bias[{t}]', b, -100, 100) for t, b in v.items()}
 
+STRUCTURED = ('json', 'regex', 'choice', 'json_object')   # the kinds of structured output
+
+def _structured(v) -> dict | None:
+    "`structured_outputs` as `{kind: value}`, one kind (vLLM's `StructuredOutputsParams` is read by its fields)."
+    if v is None: return None
+    d = v if isinstance(v, dict) else {k: getattr(v, k, None) for k in STRUCTURED}
+    given = {k: x for k, x in d.items() if x is not None and x is not False}
+    if len(given) != 1 or not set(given) <= set(STRUCTURED):
+        raise ValueError(f"structured_outputs must set exactly one of {', '.join(STRUCTURED)}, got {v!r:.80}")
+    return given
+
 # %% ../nbs/07_sampling.ipynb #4c5e539b
 @dataclass
 class SamplingParams:
@@ -113,6 +125,9 @@ class SamplingParams:
     bad_words: list | None = None     # words never generated (the engine adds their tokens below)
     # token sequences never generated: a sequence's last token is masked where the output ends with the rest
     bad_words_token_ids: list | None = None
+    # the text follows a JSON schema, a regex or a choice: {'json': schema}, {'regex': ...}, {'choice': [...]}
+    # or {'json_object': True} (structured outputs chapter)
+    structured_outputs: dict | None = None
 
     def __post_init__(self):
         inf = math.inf
@@ -156,6 +171,7 @@ class SamplingParams:
         if any(not w.strip() for w in self.bad_words or ()):
             raise ValueError(f"bad_words must be words with text, not blanks, got {self.bad_words!r}")
         self.bad_words_token_ids = _sequences(self.bad_words_token_ids, 'bad_words_token_ids')
+        self.structured_outputs = _structured(self.structured_outputs)
 
 # %% ../nbs/07_sampling.ipynb #384ac61e
 @patch(as_prop=True)
@@ -250,9 +266,11 @@ def apply_min_p(logits, min_p):
     return logits.masked_fill(probs < min_p[:, None] * probs.amax(-1, keepdim=True), float('-inf'))
 
 # %% ../nbs/07_sampling.ipynb #2e035c87
-def process_logits(logits, params, prompt_ids, output_ids, eos_token_ids=()):
+def process_logits(logits, params, prompt_ids, output_ids, eos_token_ids=(),
+                   masks=None):   # `[B, V]` bool: the tokens each row may choose (structured outputs)
     "fp32 copy of `logits` `[B, V]` after all processors (removed tokens -inf; greedy rows: penalties only)."
     x = logits.to(torch.float32, copy=True)
+    if masks is not None: x.masked_fill_(~masks, float('-inf'))
     B, V = x.shape
     row = lambda f, dtype=torch.float32: torch.tensor([f(p) for p in params],
                                                       dtype=dtype, device=x.device)  # [B]
@@ -359,10 +377,10 @@ def penalised(p) -> bool:
     return p.repetition_penalty != 1 or p.presence_penalty != 0 or p.frequency_penalty != 0
 
 def on_device(p, out) -> bool:
-    """A row the device can choose given its history's counts: no logprobs, no logit bias, allowed list or
-    bad words, min_tokens reached (`out`: its output)."""
+    """A row the device can choose given its history's counts: no logprobs, no logit bias, allowed list,
+    bad words or structured output, min_tokens reached (`out`: its output)."""
     return (p.logprobs is None and p.logit_bias is None and p.allowed_token_ids is None
-            and p.bad_words_token_ids is None and len(out) >= p.min_tokens)
+            and p.bad_words_token_ids is None and p.structured_outputs is None and len(out) >= p.min_tokens)
 
 def simple(p, out) -> bool:
     "A row that needs nothing of its history: on the device and no penalty."
@@ -495,7 +513,8 @@ def sample(logits,             # `[B, V]` raw logits, one row per token to choos
            out=None,           # `[B]` long tensor for the tokens of a batch of simple rows
            simple_sampler=sample_simple,   # what samples a batch of simple rows
            # `(PenaltyCounts, slots, pending)`: penalties from device counts
-           penalties=None) -> SamplerOutput:
+           penalties=None,
+           masks=None) -> SamplerOutput:   # `[B, V]` bool: the tokens each row may choose; None: any
     "Choose the next token of each row of `logits`, each row with its own `SamplingParams`."
     if not torch.is_tensor(logits) or logits.ndim != 2 or not logits.is_floating_point():
         raise ValueError(f"logits must be a float tensor of shape [B, V], got "
@@ -517,7 +536,7 @@ def sample(logits,             # `[B, V]` raw logits, one row per token to choos
                              f"got {len(slots)}")
         x = counts.apply(logits, slots, params, pending)
         return SamplerOutput(simple_sampler(x, params, keys, generator, out), [None] * B)
-    x = process_logits(logits, params, prompt_ids, output_ids, eos)
+    x = process_logits(logits, params, prompt_ids, output_ids, eos, masks)
     tokens = x.argmax(-1)   # [B]; final for greedy rows
     idx = [i for i, p in enumerate(params) if not p.greedy]
     if idx:

@@ -32,6 +32,7 @@ class Sequence:
     finish_reason: str | None = None
     # tokens being sampled on the device: placeholders (-1) at the end of token_ids
     pending: int = 0
+    guide: object = None           # its place in a structured output's automaton (structured outputs chapter)
     def __post_init__(self): self.token_ids, self.output_ids = list(self.prompt_ids), []
     @property
     def num_tokens(self): return len(self.token_ids)

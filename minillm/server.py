@@ -14,13 +14,15 @@ from fastapi import Depends, FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from . import __version__
 from .sampling import SamplingParams
+from .structured import constraint_node
 from .tokenizer import chat_prompt, check_messages, load_tokenizer, parse_tool_calls
 from .engine import EngineConfig, LLMEngine, check_fits, is_token_ids, truncate_prompt
 
 # %% auto #0
-__all__ = ['FIELDS', 'MAX_LOGPROBS', 'MAX_N', 'NOT_IMPLEMENTED', 'EngineProcess', 'APIError', 'request_params', 'make_params',
-           'completion_prompts', 'refuse_unsupported', 'reads_tool_calls', 'completion_logprobs', 'echo_logprobs',
-           'chat_logprobs', 'usage', 'sse', 'Metrics', 'Server', 'serve', 'server_process']
+__all__ = ['STRUCTURED_FIELDS', 'FIELDS', 'MAX_LOGPROBS', 'MAX_N', 'NOT_IMPLEMENTED', 'EngineProcess', 'APIError',
+           'structured_outputs', 'request_params', 'make_params', 'completion_prompts', 'refuse_unsupported',
+           'reads_tool_calls', 'completion_logprobs', 'echo_logprobs', 'chat_logprobs', 'usage', 'sse', 'Metrics',
+           'Server', 'serve', 'server_process']
 
 # %% ../nbs/09b_server.ipynb #9b000008
 def _wire(o) -> tuple:
@@ -224,6 +226,31 @@ class APIError(Exception):
         return {'error': {'message': self.message, 'type': kind, 'param': self.param,
                           'code': self.status}}
 
+# %% ../nbs/09b_server.ipynb #f06f8e95
+STRUCTURED_FIELDS = ('response_format', 'structured_outputs', 'guided_json', 'guided_regex', 'guided_choice')
+_FORMATS = "{'type': 'text'}, {'type': 'json_object'} or {'type': 'json_schema', 'json_schema': {'schema': {...}}}"
+
+def _response_format(rf):
+    "OpenAI's `response_format` as a structured output (None for text)."
+    kind, js = (rf.get('type'), rf.get('json_schema')) if isinstance(rf, dict) else (None, None)
+    if kind == 'text': return None
+    if kind == 'json_object': return {'json_object': True}
+    if kind == 'json_schema' and isinstance(js, dict) and 'schema' in js: return {'json': js['schema']}
+    raise APIError(f"response_format must be {_FORMATS}, got {rf!r:.80}", 'response_format')
+
+def structured_outputs(body: dict) -> tuple:
+    "`(spec, field)`: the request's structured output as `SamplingParams.structured_outputs`, the field it came in."
+    asks = {k: body[k] for k in STRUCTURED_FIELDS if body.get(k) is not None}
+    if 'response_format' in asks and _response_format(asks['response_format']) is None: del asks['response_format']
+    if len(asks) > 1: raise APIError(f"ask for one structured output, got {', '.join(asks)}", list(asks)[1])
+    if not asks: return None, None
+    (field, v), = asks.items()
+    spec = (_response_format(v) if field == 'response_format' else v if field == 'structured_outputs'
+            else {field.split('_')[1]: v})
+    try: constraint_node(SamplingParams(structured_outputs=spec).structured_outputs)
+    except ValueError as e: raise APIError(f"{field}: {e}", field) from None
+    return spec, field
+
 # %% ../nbs/09b_server.ipynb #30a2aad8
 FIELDS = ('n', 'temperature', 'top_p', 'top_k', 'min_p', 'presence_penalty', 'frequency_penalty',
           'repetition_penalty', 'seed', 'stop', 'stop_token_ids', 'ignore_eos', 'min_tokens',
@@ -248,6 +275,8 @@ def request_params(body: dict, chat: bool) -> dict:
         except (AttributeError, ValueError):
             raise APIError(f"logit_bias must be an object of token ids (as strings) to numbers, "
                            f"got {lb!r:.80}", 'logit_bias') from None
+    spec, _ = structured_outputs(body)
+    if spec is not None: kw['structured_outputs'] = spec
     if chat:
         newer = body.get('max_completion_tokens')            # OpenAI's newer name wins when given
         kw['max_tokens'] = body.get('max_tokens') if newer is None else newer
@@ -287,10 +316,8 @@ def completion_prompts(body: dict) -> list:
 # %% ../nbs/09b_server.ipynb #9ee1ffc6
 # the fields this server does not implement, and the values that ask for nothing: OpenAI's, then vLLM's
 NOT_IMPLEMENTED = dict(suffix=('',), best_of=(1,),
-                       response_format=({'type': 'text'},),
                        functions=([],), function_call=('none',),
-                       guided_json=(), guided_regex=(), guided_choice=(), guided_grammar=(),
-                       structured_outputs=(), use_beam_search=(False,), prompt_logprobs=(),
+                       guided_grammar=(), use_beam_search=(False,), prompt_logprobs=(),
                        modalities=(['text'],), audio=(), reasoning_effort=(), prediction=(),
                        web_search_options=())
 
@@ -528,9 +555,10 @@ async def complete(self: Server, request, chat: bool):
         if isinstance(e, RuntimeError): raise APIError(str(e), status=503) from None
         if not isinstance(e, (ValueError, TypeError)): raise    # a bug: the app's 500 handler answers it
         which = f"prompt {j} of {len(prompts)}: " if len(prompts) > 1 else ''   # which one was refused
-        fields = ('max_tokens', 'logit_bias', 'allowed_token_ids', 'bad_words', 'logprobs')
+        fields = ('max_tokens', 'logit_bias', 'allowed_token_ids', 'bad_words', 'logprobs', 'structured_outputs')
         named = [k for k in fields if k in str(e)]
         param = named[0] if named else 'messages' if chat else 'prompt'
+        if param == 'structured_outputs': param = structured_outputs(body)[1]   # the field it came in
         raise APIError(which + str(e), param) from None
     # a chat's reply takes the assistant's role, or without a generation prompt the last message's, as in vLLM
     gen = not chat or _generation_prompt(body)
