@@ -15,14 +15,14 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from . import __version__
 from .sampling import SamplingParams
 from .structured import constraint_node
-from .tokenizer import chat_prompt, check_messages, load_tokenizer, parse_tool_calls
+from .tokenizer import chat_prompt, check_messages, check_tools, load_tokenizer, parse_tool_calls
 from .engine import EngineConfig, LLMEngine, check_fits, is_token_ids, truncate_prompt
 
 # %% auto #0
 __all__ = ['STRUCTURED_FIELDS', 'FIELDS', 'MAX_LOGPROBS', 'MAX_N', 'NOT_IMPLEMENTED', 'EngineProcess', 'APIError',
            'structured_outputs', 'request_params', 'make_params', 'completion_prompts', 'refuse_unsupported',
-           'reads_tool_calls', 'completion_logprobs', 'echo_logprobs', 'chat_logprobs', 'usage', 'sse', 'Metrics',
-           'Server', 'serve', 'server_process']
+           'tool_choice', 'completion_logprobs', 'echo_logprobs', 'chat_logprobs', 'usage', 'sse', 'Metrics', 'Server',
+           'forced_calls', 'serve', 'server_process']
 
 # %% ../nbs/09b_server.ipynb #9b000008
 def _wire(o) -> tuple:
@@ -329,19 +329,40 @@ def refuse_unsupported(body: dict):
         raise APIError(f"{k} is not supported by this server, got {v!r}; leave it out", k)
 
 # %% ../nbs/09b_server.ipynb #7c0f5081
-def reads_tool_calls(body: dict, chat: bool) -> bool:
-    "Are tool calls read out of the replies? `tool_choice` 'auto' (the default beside tools) reads them."
-    tools, choice, par = body.get('tools'), body.get('tool_choice'), body.get('parallel_tool_calls')
+def _calls_schema(tools: list, parallel: bool) -> dict:
+    "The JSON schema of the calls a required tool choice writes: a list of `{'name', 'parameters'}` of the tools."
+    one = [{'type': 'object', 'properties': {'name': {'enum': [t['function']['name']]},
+                                            'parameters': t['function'].get('parameters') or {'type': 'object'}}}
+           for t in tools]
+    return {'type': 'array', 'minItems': 1, **({} if parallel else {'maxItems': 1}), 'items': {'anyOf': one}}
+
+def _check_choice(choice, tools, chat: bool):
     if not chat and (tools or choice not in (None, 'none')):
         raise APIError("tools and tool_choice are for chat completions", 'tools' if tools else 'tool_choice')
-    if choice not in (None, 'auto', 'none'):
-        why = (": a required or named function needs decoding constrained to its schema, which this server "
-               "does not do" if choice == 'required' or isinstance(choice, dict) else '')
-        raise APIError(f"tool_choice must be 'auto' or 'none', got {choice!r}{why}", 'tool_choice')
-    if choice == 'auto' and not tools: raise APIError("tool_choice 'auto' needs tools", 'tool_choice')
-    if par not in (None, True, False): raise APIError(f"parallel_tool_calls must be a bool, got {par!r}",
-                                                     'parallel_tool_calls')
-    return bool(tools) and choice != 'none'
+    named = isinstance(choice, dict) and choice.get('type') == 'function' and isinstance(choice.get('function'), dict)
+    if choice not in (None, 'auto', 'none', 'required') and not named:
+        raise APIError(f"tool_choice must be 'auto', 'none', 'required' or {{'type': 'function', 'function': "
+                       f"{{'name': ...}}}}, got {choice!r:.80}", 'tool_choice')
+    if choice not in (None, 'none') and not tools:
+        raise APIError(f"tool_choice {choice!r:.80} needs tools", 'tool_choice')
+    try: check_tools(tools or [])
+    except ValueError as e: raise APIError(str(e), 'tools') from None
+
+# %% ../nbs/09b_server.ipynb #8cc2fcec
+def tool_choice(body: dict, chat: bool) -> tuple:
+    """`(mode, name, spec)`: how tool calls are read out of the replies (None: not at all; 'auto', 'required' or
+    'named'), the named function, and the structured output that a forced call is decoded under."""
+    tools, choice, par = body.get('tools'), body.get('tool_choice'), body.get('parallel_tool_calls')
+    if par not in (None, True, False):
+        raise APIError(f"parallel_tool_calls must be a bool, got {par!r}", 'parallel_tool_calls')
+    _check_choice(choice, tools, chat)
+    if not tools or choice == 'none': return None, None, None
+    if choice == 'required': return 'required', None, {'json': _calls_schema(tools, par is not False)}
+    if choice in (None, 'auto'): return 'auto', None, None
+    name = choice['function'].get('name')
+    fn = next((t['function'] for t in tools if t['function']['name'] == name), None)
+    if fn is None: raise APIError(f"tool_choice names the function {name!r}, which tools do not have", 'tool_choice')
+    return 'named', name, {'json': fn.get('parameters') or {'type': 'object'}}
 
 # %% ../nbs/09b_server.ipynb #9b000013
 def _tok(tok, t) -> str: return tok.decode([t])
@@ -542,8 +563,12 @@ async def complete(self: Server, request, chat: bool):
     refuse_unsupported(body)
     echo = body.get('echo')
     if echo not in (None, True, False): raise APIError(f"echo must be a bool, got {echo!r}", 'echo')
-    tools, parallel = reads_tool_calls(body, chat), body.get('parallel_tool_calls') is not False
+    (tools, name, forced), parallel = tool_choice(body, chat), body.get('parallel_tool_calls') is not False
     kw, prompts = request_params(body, chat), await self._off_loop(self._prompts, body, chat)
+    if forced and 'structured_outputs' in kw:
+        raise APIError(f"tool_choice {body['tool_choice']!r:.80} cannot be combined with "
+                       f"{structured_outputs(body)[1]}: a forced call has its own", 'tool_choice')
+    if forced: kw['structured_outputs'] = forced
     params, prompts = zip(*[make_params(kw, ids, self.engine.max_model_len) for ids in prompts])
     rid, q = f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}", asyncio.Queue()
     rids, j = {f"{rid}-{j}": j for j in range(len(prompts))}, 0
@@ -558,7 +583,7 @@ async def complete(self: Server, request, chat: bool):
         fields = ('max_tokens', 'logit_bias', 'allowed_token_ids', 'bad_words', 'logprobs', 'structured_outputs')
         named = [k for k in fields if k in str(e)]
         param = named[0] if named else 'messages' if chat else 'prompt'
-        if param == 'structured_outputs': param = structured_outputs(body)[1]   # the field it came in
+        if param == 'structured_outputs': param = structured_outputs(body)[1] or 'tool_choice'   # where it came in
         raise APIError(which + str(e), param) from None
     # a chat's reply takes the assistant's role, or without a generation prompt the last message's, as in vLLM
     gen = not chat or _generation_prompt(body)
@@ -568,7 +593,7 @@ async def complete(self: Server, request, chat: bool):
     elif chat: texts = [last['content'] if last['role'] == role else '']   # the last message, if of that role
     else:      # decoded off the event loop, as prompts are encoded: a long one would hold up every stream
         texts = await self._off_loop(lambda: [self.engine.tokenizer.decode(p) for p in prompts])
-    call = _Call(self, rid, chat, rids, params, prompts, q, texts, role, tools, parallel)
+    call = _Call(self, rid, chat, rids, params, prompts, q, texts, role, tools, parallel, name)
     if body.get('stream'):
         so = body.get('stream_options') or {}
         usage_too = bool(so.get('include_usage'))         # continuous_usage_stats counts only beside it, as in vLLM
@@ -601,13 +626,14 @@ class _Call:
     def __init__(self, server, rid, chat, rids, params, prompts, q,
                  echo: list | None = None,    # the prompts' texts, to begin each choice's text with
                  role: str = 'assistant',     # a chat reply's
-                 tools: bool = False,         # read tool calls out of the replies
-                 parallel: bool = True):      # all of a reply's calls, or its first
+                 tools: str | None = None,    # how tool calls are read out of the replies: see `tool_choice`
+                 parallel: bool = True,       # all of a reply's calls, or its first
+                 name: str | None = None):    # the function a named tool choice calls
         self.server, self.rid, self.chat, self.rids, self.q = server, rid, chat, rids, q
         self.n, self.tok, self.created = params[0].n, server.engine.tokenizer, int(time.time())
         self.echo, self.echo_lps, self.role = echo, {}, role   # echo_lps: prompt -> its part of the logprobs
-        self.tools, self.parallel, self.held = tools, parallel, {}   # held: choice -> text that is or may be
-                                                                     # a tool call, kept back
+        self.tools, self.parallel, self.name = tools, parallel, name
+        self.held = {}                         # choice -> text that is or may be a tool call, kept back
         self.top, self.prompts = params[0].logprobs if chat else None, prompts
         self.prompt_tokens, self.completion_tokens, self.done = sum(map(len, prompts)), 0, set()
         self.offsets, self.ntok = {}, {}   # choice -> characters so far (its tokens' texts), tokens so far
@@ -650,7 +676,7 @@ def _choices(self: _Call, o, stream: bool) -> list:
             body['delta']['tool_calls'] = [dict(index=k, **c) for k, c in enumerate(calls)]
             out.append(dict(index=i, **body, logprobs=lps, finish_reason=None, stop_reason=None))
             body, lps = dict(delta={}), None
-        if calls and reason == 'stop': reason = 'tool_calls'
+        if calls and reason == 'stop' and self.tools == 'auto': reason = 'tool_calls'
         out.append(dict(index=i, **body, logprobs=lps, finish_reason=reason, stop_reason=stop))
     self._record(o, j)
     return out
@@ -679,17 +705,26 @@ def _tool_call(c: dict) -> dict:
     return dict(id=f"call_{uuid.uuid4().hex[:24]}", type='function',
                 function=dict(name=c['name'], arguments=json.dumps(c['arguments'], ensure_ascii=False)))
 
+def forced_calls(text: str, mode: str, name: str | None) -> tuple:
+    "`(content, calls)` of a reply decoded as a forced call: a named function's arguments, or required calls."
+    try: v = json.loads(text)
+    except (ValueError, RecursionError): return text, []    # cut short
+    if mode == 'named': return (None, [dict(name=name, arguments=v)]) if isinstance(v, dict) else (text, [])
+    if not (isinstance(v, list) and all(isinstance(c, dict) and isinstance(c.get('name'), str) for c in v)):
+        return text, []
+    return None, [dict(name=c['name'], arguments=c.get('parameters', {})) for c in v]
+
 @patch
 def _hold(self: _Call, i: int, text: str, reason) -> tuple:
     "Choice `i`'s text to send now, and once it ends, its tool calls (None if it made none)."
     buf = self.held.pop(i, '') + text
-    k = buf.find(_TAG)
+    k = buf.find(_TAG) if self.tools == 'auto' else 0       # a forced call: all of it
     if k < 0: k = next((j for j in range(max(0, len(buf) - len(_TAG) + 1), len(buf))
                         if _TAG.startswith(buf[j:])), len(buf))
     if not reason:
         if k < len(buf): self.held[i] = buf[k:]
         return buf[:k], None
-    rest, calls = parse_tool_calls(buf[k:])
+    rest, calls = (parse_tool_calls(buf[k:]) if self.tools == 'auto' else forced_calls(buf, self.tools, self.name))
     return buf[:k] + (rest or ''), [_tool_call(c) for c in calls[:None if self.parallel else 1]] or None
 
 # %% ../nbs/09b_server.ipynb #73a16f3d
