@@ -16,10 +16,13 @@ Sections (each runs even if an earlier one failed; failures are recorded):
            overlap) against the PyTorch path: the same tokens, allowed tokens only, and the plain rows unchanged
   prompt   fp32: prompt_logprobs (a pass of their own) against the logprobs the engine's steps give the same tokens
            when they are sampled; requests with bad words beside plain ones: the words absent, the plain rows unchanged
+  structured fp32: requests with structured outputs (a JSON schema, a regex, a choice) beside plain ones on the
+           default engine: each text in its language and ended, the plain rows unchanged; the seconds of the first call
+           (the vocabulary laid out, the constraints compiled) and of a second, against the same batch without them
   memory   bf16: an LLM dropped without gc.collect() gives its GPU memory back: a second one at 0.9 of the card builds
 Writes engine_loop_gpu.json to $OUT if set, else to benchmarks/results/.
 """
-import dataclasses, sys, threading
+import dataclasses, json, re, sys, threading, time
 import torch
 from minillm import LLM, SamplingParams
 from minillm.loading import random_checkpoint, PRESETS
@@ -149,6 +152,28 @@ def prompt():
                                          for i in range(1, 8, 2)))
     log('prompt:', R['prompt'])
 
+SCHEMA = {'type': 'object', 'properties': {'ok': {'type': 'boolean'}, 'n': {'enum': [1, 2, 3]},
+                                          'why': {'type': 'string', 'maxLength': 12}}}
+SPECS = [{'json': SCHEMA}, {'regex': r'\d{3}-\d{4}'}, {'choice': [' yes', ' no', ' maybe']}]
+VALID = [lambda t: list(json.loads(t)) == ['ok', 'n', 'why'], lambda t: re.fullmatch(r'\d{3}-\d{4}', t),
+         lambda t: t in (' yes', ' no', ' maybe')]
+
+def structured():
+    plain = SamplingParams(temperature=0, max_tokens=48)
+    sps = [dataclasses.replace(plain, structured_outputs=SPECS[i // 2 % 3]) if i % 2 else plain for i in range(8)]
+    with llm06() as llm:
+        timed = lambda sp: (time.perf_counter(), llm.generate(PROMPTS, sp, use_tqdm=False), time.perf_counter())
+        t0, outs, t1 = timed(sps)
+        t2, _, t3 = timed(sps)
+        t4, _, t5 = timed(plain)
+        alone = [toks(llm, [PROMPTS[i]], plain)[0] for i in range(0, 8, 2)]
+    texts = [o.outputs[0].text for o in outs]
+    R['structured'] = dict(valid=sum(bool(VALID[i // 2 % 3](texts[i])) for i in range(1, 8, 2)), of=4,
+                           ended=all(outs[i].outputs[0].finish_reason == 'stop' for i in range(1, 8, 2)),
+                           plain_unchanged=[outs[i].outputs[0].token_ids for i in range(0, 8, 2)] == alone,
+                           texts=[texts[i] for i in range(1, 8, 2)], first_s=t1 - t0, again_s=t3 - t2, plain_s=t5 - t4)
+    log('structured:', R['structured'])
+
 def memory():
     base = torch.cuda.memory_allocated()
     llm = llm06(torch.bfloat16, gpu_memory_utilization=0.9)
@@ -163,7 +188,7 @@ def memory():
     llm.close()
 
 SECTIONS = dict(fp32=fp32, sharing=sharing, seeded=seeded, penalties=penalties, lists=lists, prompt=prompt,
-                memory=memory)
+                structured=structured, memory=memory)
 only = [a.split('=', 1)[1].split(',') for a in sys.argv if a.startswith('--only=')]
 for fn in [f for k, f in SECTIONS.items() if not only or k in only[0]]: run_section(fn, R, save)
 log('done; errors in:', list(R['errors']) or 'none')
