@@ -14,7 +14,7 @@ from .paged import BlockManager
 from .sampling import SamplingParams, sample as sample_logits, sample_keys, sample_simple
 from .sampling import PenaltyCounts, penalised, on_device, compute_logprobs
 from .scheduler import Scheduler, Sequence, RUNNING, FINISHED
-from .structured import Guide, TokenDFA, Vocab, constraint_node, token_texts
+from .structured import Guide, TokenDFA, Vocab, constraint_node, token_bytes
 from .runner import ModelRunner, kv_bytes_per_block
 from .outputs import CompletionOutput, RequestMetrics, RequestOutput, detokenize_step
 
@@ -364,11 +364,10 @@ def constraint(self: LLMEngine, spec: dict) -> TokenDFA:
     "The `TokenDFA` of a `structured_outputs` spec, compiled for this engine's vocabulary (cached)."
     key = json.dumps(spec, sort_keys=True)
     if key not in self.constraints:
-        if self.vocab is None: self.vocab = Vocab(token_texts(self.tokenizer))
-        try: dfa = TokenDFA(constraint_node(spec), self.vocab, self.eos_token_ids, self.model.config.vocab_size,
-                            self.device)
+        if self.vocab is None: self.vocab = Vocab(token_bytes(self.tokenizer))
+        try: dfa = TokenDFA(constraint_node(spec), self.vocab, self.eos_token_ids, self.model.config.vocab_size)
         except ValueError as e: raise ValueError(f"structured_outputs: {e}") from None
-        if len(self.constraints) >= 64: self.constraints.pop(next(iter(self.constraints)))
+        if len(self.constraints) >= 16: self.constraints.pop(next(iter(self.constraints)))
         self.constraints[key] = dfa
     return self.constraints[key]
 
@@ -532,9 +531,10 @@ def sample(self: LLMEngine, logits, seqs, drafts=None, out=None,
             and all(map(on_device, params, outputs))):
         pen = *self._penalty_slots(logits, seqs), pending
     masks = None   # structured outputs: the tokens each row's place allows
-    if any(s.guide for s, _, _ in rows):
-        every = logits.new_ones(logits.shape[-1], dtype=torch.bool)
+    if any(s.guide for s, _, _ in rows):           # kept on the host: this step's rows go to the device
+        every = torch.ones(logits.shape[-1], dtype=torch.bool)
         masks = torch.stack([s.guide.mask(o) if s.guide else every for (s, _, _), o in zip(rows, outputs)])
+        masks = masks.to(logits.device, non_blocking=True)
     eos = self.eos_token_ids
     return sample_logits(logits, params, prompts, outputs, keys, eos, self.generator, out,
                          self.simple_sampler, pen, masks)

@@ -172,6 +172,9 @@ class SamplingParams:
             raise ValueError(f"bad_words must be words with text, not blanks, got {self.bad_words!r}")
         self.bad_words_token_ids = _sequences(self.bad_words_token_ids, 'bad_words_token_ids')
         self.structured_outputs = _structured(self.structured_outputs)
+        if self.structured_outputs and (self.min_tokens or self.allowed_token_ids):
+            raise ValueError("structured_outputs cannot be combined with min_tokens or allowed_token_ids: where "
+                             "the constraint allows only the end, or none of the allowed tokens, nothing could be chosen")
 
 # %% ../nbs/07_sampling.ipynb #384ac61e
 @patch(as_prop=True)

@@ -14,7 +14,7 @@ from fastapi import Depends, FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from . import __version__
 from .sampling import SamplingParams
-from .structured import constraint_node
+from .structured import constraint_node, inline_refs
 from .tokenizer import chat_prompt, check_messages, check_tools, load_tokenizer, parse_tool_calls
 from .engine import EngineConfig, LLMEngine, check_fits, is_token_ids, truncate_prompt
 
@@ -331,9 +331,9 @@ def refuse_unsupported(body: dict):
 # %% ../nbs/09b_server.ipynb #7c0f5081
 def _calls_schema(tools: list, parallel: bool) -> dict:
     "The JSON schema of the calls a required tool choice writes: a list of `{'name', 'parameters'}` of the tools."
+    params = lambda f: inline_refs(f.get('parameters') or {'type': 'object'})   # nested: its refs resolved first
     one = [{'type': 'object', 'properties': {'name': {'enum': [t['function']['name']]},
-                                            'parameters': t['function'].get('parameters') or {'type': 'object'}}}
-           for t in tools]
+                                            'parameters': params(t['function'])}} for t in tools]
     return {'type': 'array', 'minItems': 1, **({} if parallel else {'maxItems': 1}), 'items': {'anyOf': one}}
 
 def _check_choice(choice, tools, chat: bool):
@@ -583,8 +583,11 @@ async def complete(self: Server, request, chat: bool):
         fields = ('max_tokens', 'logit_bias', 'allowed_token_ids', 'bad_words', 'logprobs', 'structured_outputs')
         named = [k for k in fields if k in str(e)]
         param = named[0] if named else 'messages' if chat else 'prompt'
-        if param == 'structured_outputs': param = structured_outputs(body)[1] or 'tool_choice'   # where it came in
-        raise APIError(which + str(e), param) from None
+        msg = str(e)
+        if param == 'structured_outputs':                  # named as the client asked for it
+            param = structured_outputs(body)[1] or 'tool_choice'
+            msg = msg.replace('structured_outputs', param, 1)
+        raise APIError(which + msg, param) from None
     # a chat's reply takes the assistant's role, or without a generation prompt the last message's, as in vLLM
     gen = not chat or _generation_prompt(body)
     last = check_messages(body['messages'])[-1] if chat and (echo or not gen) else None

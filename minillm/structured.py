@@ -12,8 +12,9 @@ from .tokenizer import QWEN_SPECIAL_START, QwenTiktokenizer
 
 # %% auto #0
 __all__ = ['MAX_NFA', 'MAX_DFA', 'WS', 'CHAR', 'STRING', 'INTEGER', 'NUMBER', 'JSON_DEPTH', 'FORMATS', 'UNSUPPORTED', 'chars',
-           'lit', 'seq', 'alt', 'rep', 'opt', 'sep', 'RegexParser', 'parse_regex', 'NFA', 'char_classes', 'determinize',
-           'token_texts', 'Vocab', 'TokenDFA', 'Guide', 'any_json', 'schema_node', 'choice_node', 'constraint_node']
+           'lit', 'seq', 'alt', 'rep', 'opt', 'sep', 'RegexParser', 'parse_regex', 'utf8_sequences', 'NFA',
+           'byte_classes', 'determinize', 'token_bytes', 'Vocab', 'TokenDFA', 'Guide', 'any_json', 'schema_node',
+           'inline_refs', 'choice_node', 'constraint_node']
 
 # %% ../nbs/07a_structured.ipynb #d6284dd1
 def chars(ranges, neg=False) -> tuple:
@@ -43,7 +44,7 @@ class RegexParser:
         return node
 
 # %% ../nbs/07a_structured.ipynb #88e0d7a8
-_QUANT = re.compile(r'\{(\d+)(,(\d*))?\}')
+_QUANT = re.compile(r'\{(\d*)(,(\d*))?\}')
 _SIMPLE = {'*': (0, None), '+': (1, None), '?': (0, 1)}
 
 @patch
@@ -66,8 +67,8 @@ def repeat(self: RegexParser):
     while True:
         c, m = self.peek(), _QUANT.match(self.p, self.i)
         if c in _SIMPLE: self.take(); lo, hi = _SIMPLE[c]
-        elif m:
-            self.i, lo = m.end(), int(m[1])
+        elif m and (m[1] or m[2]):                         # {n}, {n,}, {n,m}, {,m}
+            self.i, lo = m.end(), int(m[1] or 0)
             hi = lo if m[2] is None else int(m[3]) if m[3] else None
             if hi is not None and hi < lo: self.error(f"{{{lo},{hi}}} has its bounds the wrong way round")
         else: return node
@@ -90,7 +91,10 @@ def atom(self: RegexParser):
     if c == '[': return self.cls()
     if c == '.': return chars([(10, 10)], neg=True)           # any character but a newline
     if c == '\\': return self.escape()
-    if c in '^$': return seq()                               # the constraint spans the whole text anyway
+    if c in '^$':                                            # the constraint spans the whole text anyway
+        if (c == '^') != (self.i == 1) or (c == '$' and self.i != len(self.p)):
+            self.error(f"{c!r} is supported only at the {'start' if c == '^' else 'end'}")
+        return seq()
     if c in _SIMPLE: self.error(f"nothing to repeat before {c!r}")
     return lit(c)
 
@@ -151,6 +155,25 @@ def parse_regex(pattern: str) -> tuple:
     if not isinstance(pattern, str): raise ValueError(f"regex must be a string, got {pattern!r:.80}")
     return RegexParser(pattern).parse()
 
+# %% ../nbs/07a_structured.ipynb #80e4c3d2
+def _utf8(lo: int, hi: int) -> list:
+    "The code points lo..hi as sequences of byte ranges, `[((lo0, hi0), (lo1, hi1), ...), ...]`."
+    for bound in (0x7F, 0x7FF, 0xFFFF):                        # one encoded length per run
+        if lo <= bound < hi: return _utf8(lo, bound) + _utf8(bound + 1, hi)
+    if hi <= 0x7F: return [((lo, hi),)]
+    for i in (1, 2, 3):                                        # the trailing 6-bit groups span their whole range
+        m = (1 << 6 * i) - 1
+        if lo & ~m != hi & ~m:
+            if lo & m: return _utf8(lo, lo | m) + _utf8((lo | m) + 1, hi)
+            if hi & m != m: return _utf8(lo, (hi & ~m) - 1) + _utf8(hi & ~m, hi)
+    return [tuple(zip(chr(lo).encode(), chr(hi).encode()))]
+
+def utf8_sequences(ranges, neg=False) -> list:
+    "The byte-range sequences of a character set (surrogates, which UTF-8 never encodes, left out)."
+    cps = _complement(_complement(ranges) + [(0xD800, 0xDFFF)]) if not neg else \
+          _complement(list(ranges) + [(0xD800, 0xDFFF)])
+    return [s for lo, hi in cps for s in _utf8(lo, hi)]
+
 # %% ../nbs/07a_structured.ipynb #bb972e23
 MAX_NFA, MAX_DFA = 100_000, 20_000   # states: beyond these a constraint is refused as too large
 
@@ -178,9 +201,14 @@ class NFA:
 def build(self: NFA, node, s: int) -> int:
     "Add `node`, entered at state `s`; its exit state."
     kind = node[0]
-    if kind == 'chars':
-        m, e = self.matchers.setdefault(node[1:], len(self.matchers)), self.state()
-        self.moves[s].append((m, e))
+    if kind == 'chars':                                # a path of byte ranges for each run of characters
+        e = self.state()
+        for seq in utf8_sequences(*node[1:]):
+            a = s
+            for k, r in enumerate(seq):
+                b = e if k == len(seq) - 1 else self.state()
+                self.moves[a].append((self.matchers.setdefault(r, len(self.matchers)), b))
+                a = b
         return e
     if kind == 'seq':
         for n in node[1]: s = self.build(n, s)
@@ -212,12 +240,10 @@ def build(self: NFA, node, s: int) -> int:
     return e
 
 # %% ../nbs/07a_structured.ipynb #56bd0a58
-def char_classes(matchers: dict, codes: np.ndarray) -> tuple:
-    "`(class of each code point in codes, [matchers, classes] bool: which matcher takes which class)`."
-    member = np.zeros((len(matchers), len(codes)), dtype=bool)
-    for (ranges, neg), k in matchers.items():
-        for lo, hi in ranges: member[k] |= (codes >= lo) & (codes <= hi)
-        if neg: member[k] = ~member[k]
+def byte_classes(matchers: dict) -> tuple:
+    "`(class of each byte [256], [matchers, classes] bool: which matcher takes which class)`."
+    b, member = np.arange(256), np.zeros((len(matchers), 256), dtype=bool)
+    for (lo, hi), k in matchers.items(): member[k] = (b >= lo) & (b <= hi)
     sig, cls = np.unique(member, axis=1, return_inverse=True)
     return cls.reshape(-1), sig
 
@@ -244,37 +270,42 @@ def determinize(nfa: NFA, sig: np.ndarray) -> tuple:
     return np.stack(rows), np.array([nfa.accept in S for S in sets])
 
 # %% ../nbs/07a_structured.ipynb #4d74be58
-def token_texts(tok) -> list:
-    "Each token id's text; None for special and added tokens and for pieces of a character."
-    added = set(getattr(getattr(tok, 'tok', None), 'added_tokens_decoder', {}))   # a `transformers` tokenizer's
-    n = QWEN_SPECIAL_START if isinstance(tok, QwenTiktokenizer) else tok.vocab_size
-    texts = [None if i in added else tok.decode([i]) for i in range(n)]
-    return [t if t and '\ufffd' not in t else None for t in texts]
+def _byte_alphabet() -> dict:
+    "GPT-2's byte-level alphabet read back: the character each byte is written as -> the byte."
+    shown = [*range(33, 127), *range(161, 173), *range(174, 256)]         # bytes written as themselves
+    hidden = [b for b in range(256) if b not in shown]                     # the rest, as chr(256 + k)
+    return {chr(b): b for b in shown} | {chr(256 + k): b for k, b in enumerate(hidden)}
+
+def token_bytes(tok) -> list:
+    "Each token id's bytes; None for special and added tokens (and any a byte-level BPE cannot read back)."
+    if isinstance(tok, QwenTiktokenizer): return [tok.enc.decode_single_token_bytes(i) for i in range(QWEN_SPECIAL_START)]
+    hf, alphabet = tok.tok, _byte_alphabet()
+    added = set(hf.added_tokens_decoder)
+    pieces = hf.convert_ids_to_tokens(list(range(tok.vocab_size)))
+    return [None if i in added or p is None or not set(p) <= alphabet.keys() else bytes(alphabet[c] for c in p)
+            for i, p in enumerate(pieces)]
 
 # %% ../nbs/07a_structured.ipynb #491caac3
 class Vocab:
-    "A vocabulary's token texts, laid out to walk every token through a DFA a character position at a time."
-    def __init__(self, texts: list):    # per token id its text, or None (never chosen under a constraint)
-        ids = sorted((i for i, t in enumerate(texts) if t), key=lambda i: len(texts[i]))
-        self.ids, self.texts = np.array(ids, dtype=np.int64), texts
-        lens = np.array([len(texts[i]) for i in ids])
-        self.chars = sorted({c for i in ids for c in texts[i]})
-        at = {c: j for j, c in enumerate(self.chars)}
-        self.starts = [int(np.searchsorted(lens, p, side='right')) for p in range(int(lens.max()))]
-        self.cols = [np.array([at[texts[i][p]] for i in ids[a:]], dtype=np.int64)   # position p's characters
-                     for p, a in enumerate(self.starts)]
+    "A vocabulary's tokens, laid out to walk every token through a DFA a byte position at a time."
+    def __init__(self, pieces: list):   # per token id its bytes, or None (never chosen under a constraint)
+        ids = sorted((i for i, t in enumerate(pieces) if t), key=lambda i: len(pieces[i]))
+        self.ids, self.pieces = np.array(ids, dtype=np.int64), pieces
+        lens, L = np.array([len(pieces[i]) for i in ids]), max(len(pieces[i]) for i in ids)
+        grid = np.frombuffer(b''.join(pieces[i].ljust(L, b'\0') for i in ids), np.uint8).reshape(-1, L)
+        self.starts = [int(np.searchsorted(lens, p, side='right')) for p in range(L)]
+        self.cols = [grid[a:, p].astype(np.int64) for p, a in enumerate(self.starts)]   # position p's bytes
 
 # %% ../nbs/07a_structured.ipynb #dbe5d4c6
 class TokenDFA:
     "A constraint compiled against a vocabulary: the tokens each state allows, and where each leads."
-    def __init__(self, node, vocab: Vocab, eos_ids, vocab_size: int, device='cpu'):
+    def __init__(self, node, vocab: Vocab, eos_ids, vocab_size: int, keep: int = 256):
         nfa = NFA(node)
-        cls, sig = char_classes(nfa.matchers, np.array([ord(c) for c in vocab.chars]))
+        self.byte_class, sig = byte_classes(nfa.matchers)
         self.table, self.accepting = determinize(nfa, sig)
-        self.vocab, self.eos, self.size, self.device = vocab, list(eos_ids), vocab_size, device
-        self.cls = [cls[c] for c in vocab.cols]          # per position, the class of each token's character there
-        self.class_of = dict(zip(vocab.chars, cls.tolist()))
-        self.masks = {}
+        self.vocab, self.eos, self.size, self.keep = vocab, list(eos_ids), vocab_size, keep
+        self.cls = [self.byte_class[c] for c in vocab.cols]   # per position, the class of each token's byte there
+        self.masks = {}                                        # state -> mask, the `keep` most recent
 
 # %% ../nbs/07a_structured.ipynb #2d7cb35e
 @patch
@@ -287,21 +318,23 @@ def walk(self: TokenDFA, s: int) -> np.ndarray:
 @patch
 def mask(self: TokenDFA, s: int) -> torch.Tensor:
     "`[vocab_size]` bool: the tokens that state `s` allows."
-    if s not in self.masks:
+    m = self.masks.pop(s, None)
+    if m is None:
         ok = self.vocab.ids[self.walk(s) != 0] if s else np.zeros(0, dtype=np.int64)
         m = torch.zeros(self.size, dtype=torch.bool)
         m[torch.from_numpy(ok)] = True
         if self.accepting[s] or not len(ok): m[self.eos] = True
-        self.masks[s] = m.to(self.device)
-    return self.masks[s]
+        if len(self.masks) >= self.keep: self.masks.pop(next(iter(self.masks)))
+    self.masks[s] = m                                          # the most recent last
+    return m
 
 @patch
 def advance(self: TokenDFA, s: int, token: int) -> int:
-    "The state after `token` from state `s` (end-of-sequence tokens leave it; tokens without a text kill it)."
-    text = self.vocab.texts[token] if 0 <= token < len(self.vocab.texts) else None
-    if text is None: return s if token in self.eos else 0
-    for c in text:
-        s = self.table[s, self.class_of[c]]
+    "The state after `token` from state `s` (end-of-sequence tokens leave it; tokens without bytes kill it)."
+    piece = self.vocab.pieces[token] if 0 <= token < len(self.vocab.pieces) else None
+    if piece is None: return s if token in self.eos else 0
+    for b in piece:
+        s = self.table[s, self.byte_class[b]]
         if not s: break
     return int(s)
 
@@ -356,7 +389,20 @@ def any_json(depth: int = JSON_DEPTH, kinds=('object', 'array', 'string', 'numbe
 FORMATS = {'date': r'\d{4}-\d{2}-\d{2}', 'time': r'\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})?',
            'date-time': r'\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})?',
            'uuid': r'[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}'}
-UNSUPPORTED = ('not', 'if', 'then', 'else', 'patternProperties', 'prefixItems', 'dependentSchemas', 'contains')
+UNSUPPORTED = ('not', 'if', 'then', 'else', 'patternProperties', 'prefixItems', 'dependentSchemas', 'contains',
+               'minimum', 'maximum', 'exclusiveMinimum', 'exclusiveMaximum', 'multipleOf', 'uniqueItems',
+               'minProperties', 'maxProperties', 'propertyNames')
+_UNSAFE = [(0, 31), (34, 34), (92, 92)]   # characters a JSON string holds only escaped
+
+def _in_string(node):
+    "`node` with each character set cut to what a JSON string holds unescaped (for a string's `pattern`)."
+    kind = node[0]
+    if kind == 'chars':
+        _, ranges, neg = node
+        return chars(_complement(list(ranges) + _UNSAFE) if neg else _complement(_complement(ranges) + _UNSAFE))
+    if kind in ('seq', 'alt'): return (kind, tuple(map(_in_string, node[1])))
+    if kind == 'sep': return ('sep', _in_string(node[1]), _in_string(node[2]))
+    return ('rep', _in_string(node[1]), *node[2:])
 _dump = lambda v: lit(json.dumps(v, ensure_ascii=False))
 
 def _ref(root, ref):
@@ -376,8 +422,11 @@ def schema_node(schema, root=None, depth: int = 0):
     if depth > 32: raise ValueError("json schema: nested too deep (recursive schemas are not supported)")
     if schema is True or schema == {}: return any_json()
     if not isinstance(schema, dict): raise ValueError(f"json schema: a schema must be an object, got {schema!r:.80}")
-    bad = [k for k in UNSUPPORTED if k in schema]
-    if bad: raise ValueError(f"json schema: {bad[0]!r} is not supported")
+    bad = [k for k in UNSUPPORTED if schema.get(k) is not None and schema[k] is not False]
+    if bad: raise ValueError(f"json schema: {bad[0]!r} is not supported (its constraint would not be enforced)")
+    for k in ('enum', 'anyOf', 'oneOf', 'allOf'):
+        if k in schema and not (isinstance(schema[k], list) and schema[k]):
+            raise ValueError(f"json schema: {k} must be a non-empty list, got {schema[k]!r:.80}")
     if '$ref' in schema: return sub(_ref(root, schema['$ref']))
     if 'const' in schema: return _dump(schema['const'])
     if 'enum' in schema: return alt(*map(_dump, schema['enum']))
@@ -396,17 +445,35 @@ def _typed(schema: dict, t, sub):
     if t is None: return any_json()
     if t == 'string':
         pattern = schema.get('pattern', FORMATS.get(schema.get('format')))
-        body = parse_regex(pattern) if pattern else rep(CHAR, schema.get('minLength', 0), schema.get('maxLength'))
+        body = _in_string(parse_regex(pattern)) if pattern else rep(CHAR, schema.get('minLength', 0),
+                                                                      schema.get('maxLength'))
         return seq(lit('"'), body, lit('"'))
     if t in ('integer', 'number'): return INTEGER if t == 'integer' else NUMBER
     if t == 'boolean': return alt(lit('true'), lit('false'))
     if t == 'null': return lit('null')
     if t == 'array': return _list(sub(schema.get('items', True)), schema.get('minItems', 0), schema.get('maxItems'))
     if t != 'object': raise ValueError(f"json schema: unknown type {t!r}")
-    props = schema.get('properties')
+    props, more = schema.get('properties'), schema.get('additionalProperties', True)
+    if not props and more is False: return lit('{}')
+    if not props and isinstance(more, dict):              # a map: any keys, each value of that schema
+        pair = seq(STRING, lit(':'), WS, sub(more))
+        return seq(lit('{'), opt(sep(pair, seq(lit(','), WS))), lit('}'))
     if not props: return any_json(kinds=('object',))
     pairs = [seq(_dump(k), lit(':'), WS, sub(v)) for k, v in props.items()]
     return seq(lit('{'), *[seq(lit(','), WS, p) if i else p for i, p in enumerate(pairs)], lit('}'))
+
+# %% ../nbs/07a_structured.ipynb #a50e4c69
+def inline_refs(schema, root=None, depth: int = 0):
+    "`schema` with its local `$ref`s replaced by what they point to, so that it can be nested in another schema."
+    root = schema if root is None else root
+    if depth > 32: raise ValueError("json schema: nested too deep (recursive schemas are not supported)")
+    if isinstance(schema, list): return [inline_refs(v, root, depth + 1) for v in schema]
+    if not isinstance(schema, dict): return schema
+    if '$ref' in schema:
+        rest = {k: v for k, v in schema.items() if k != '$ref'}
+        return inline_refs({**_ref(root, schema['$ref']), **rest}, root, depth + 1)
+    return {k: v if k in ('$defs', 'definitions', 'enum', 'const') else inline_refs(v, root, depth + 1)
+            for k, v in schema.items()}
 
 # %% ../nbs/07a_structured.ipynb #4bf5d1f4
 def choice_node(choices) -> tuple:
