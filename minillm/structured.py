@@ -155,7 +155,7 @@ def parse_regex(pattern: str) -> tuple:
     if not isinstance(pattern, str): raise ValueError(f"regex must be a string, got {pattern!r:.80}")
     return RegexParser(pattern).parse()
 
-# %% ../nbs/07a_structured.ipynb #80e4c3d2
+# %% ../nbs/07a_structured.ipynb #66ca8634
 def _utf8(lo: int, hi: int) -> list:
     "The code points lo..hi as sequences of byte ranges, `[((lo0, hi0), (lo1, hi1), ...), ...]`."
     for bound in (0x7F, 0x7FF, 0xFFFF):                        # one encoded length per run
@@ -178,7 +178,7 @@ def utf8_sequences(ranges, neg=False) -> list:
 MAX_NFA, MAX_DFA = 100_000, 20_000   # states: beyond these a constraint is refused as too large
 
 class NFA:
-    "Thompson's automaton of a syntax tree: epsilon edges, and edges on a matcher (a set of characters)."
+    "Thompson's automaton of a syntax tree: epsilon edges, and edges on a matcher (a range of bytes)."
     def __init__(self, node):
         self.eps, self.moves, self.matchers = [], [], {}
         self.start = self.state()
@@ -262,7 +262,8 @@ def determinize(nfa: NFA, sig: np.ndarray) -> tuple:
         row = np.zeros(K, np.int32)
         for k, S in enumerate(map(frozenset, nxt)):
             if S not in index:
-                if len(sets) >= MAX_DFA: raise ValueError(f"the constraint is too large (over {MAX_DFA:,} states)")
+                if len(sets) >= MAX_DFA:
+                    raise ValueError(f"the constraint is too large (over {MAX_DFA:,} states)")
                 index[S] = len(sets)
                 sets.append(S)
             row[k] = index[S]
@@ -278,7 +279,8 @@ def _byte_alphabet() -> dict:
 
 def token_bytes(tok) -> list:
     "Each token id's bytes; None for special and added tokens (and any a byte-level BPE cannot read back)."
-    if isinstance(tok, QwenTiktokenizer): return [tok.enc.decode_single_token_bytes(i) for i in range(QWEN_SPECIAL_START)]
+    if isinstance(tok, QwenTiktokenizer):
+        return [tok.enc.decode_single_token_bytes(i) for i in range(QWEN_SPECIAL_START)]
     hf, alphabet = tok.tok, _byte_alphabet()
     added = set(hf.added_tokens_decoder)
     pieces = hf.convert_ids_to_tokens(list(range(tok.vocab_size)))
@@ -375,14 +377,15 @@ def _list(item, lo=0, hi=None):
         body = seq(item, more) if lo else opt(seq(item, more)) if hi else seq()
     return seq(lit('['), body, lit(']'))
 
+def _object(value):
+    "A JSON object of any keys, each value a `value`."
+    return seq(lit('{'), opt(sep(seq(STRING, lit(':'), WS, value), seq(lit(','), WS))), lit('}'))
+
 def any_json(depth: int = JSON_DEPTH, kinds=('object', 'array', 'string', 'number', 'literal')):
     "Any JSON value of `kinds`, nested at most `depth` deep."
     inner = any_json(depth - 1) if depth else None
     trees = dict(string=STRING, number=NUMBER, literal=alt(lit('true'), lit('false'), lit('null')))
-    if inner:
-        trees['array'] = _list(inner)
-        pair = seq(STRING, lit(':'), WS, inner)
-        trees['object'] = seq(lit('{'), opt(sep(pair, seq(lit(','), WS))), lit('}'))
+    if inner: trees['array'], trees['object'] = _list(inner), _object(inner)
     return alt(*[trees[k] for k in kinds if k in trees])
 
 # %% ../nbs/07a_structured.ipynb #10bf1455
@@ -455,14 +458,12 @@ def _typed(schema: dict, t, sub):
     if t != 'object': raise ValueError(f"json schema: unknown type {t!r}")
     props, more = schema.get('properties'), schema.get('additionalProperties', True)
     if not props and more is False: return lit('{}')
-    if not props and isinstance(more, dict):              # a map: any keys, each value of that schema
-        pair = seq(STRING, lit(':'), WS, sub(more))
-        return seq(lit('{'), opt(sep(pair, seq(lit(','), WS))), lit('}'))
+    if not props and isinstance(more, dict): return _object(sub(more))   # a map: each value of that schema
     if not props: return any_json(kinds=('object',))
     pairs = [seq(_dump(k), lit(':'), WS, sub(v)) for k, v in props.items()]
     return seq(lit('{'), *[seq(lit(','), WS, p) if i else p for i, p in enumerate(pairs)], lit('}'))
 
-# %% ../nbs/07a_structured.ipynb #a50e4c69
+# %% ../nbs/07a_structured.ipynb #6cb23983
 def inline_refs(schema, root=None, depth: int = 0):
     "`schema` with its local `$ref`s replaced by what they point to, so that it can be nested in another schema."
     root = schema if root is None else root
