@@ -238,7 +238,7 @@ class LLMEngine:
         self.stepper = PlainStep()
         self.requests, self._by_seq, self._changed, self._next_seq = {}, {}, {}, 0
         self.penalties = None   # `PenaltyCounts`, made for the first penalised row
-        self.vocab, self.constraints = None, {}   # for structured outputs: the token texts' layout, compiled ones
+        self.vocab, self.constraints = None, {}   # for structured outputs: the tokens' layout, compiled ones
         for _, setup in sorted(PLUGINS.values(), key=lambda p: p[0]): setup(self)
         _ENGINES.add(self)
 

@@ -15,7 +15,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from . import __version__
 from .sampling import SamplingParams
 from .structured import constraint_node, inline_refs
-from .tokenizer import chat_prompt, check_messages, check_tools, load_tokenizer, parse_tool_calls
+from .tokenizer import TOOL_CALL, chat_prompt, check_messages, check_tools, load_tokenizer, parse_tool_calls
 from .engine import EngineConfig, LLMEngine, check_fits, is_token_ids, truncate_prompt
 
 # %% auto #0
@@ -339,7 +339,8 @@ def _calls_schema(tools: list, parallel: bool) -> dict:
 def _check_choice(choice, tools, chat: bool):
     if not chat and (tools or choice not in (None, 'none')):
         raise APIError("tools and tool_choice are for chat completions", 'tools' if tools else 'tool_choice')
-    named = isinstance(choice, dict) and choice.get('type') == 'function' and isinstance(choice.get('function'), dict)
+    named = (isinstance(choice, dict) and choice.get('type') == 'function'
+             and isinstance(choice.get('function'), dict))
     if choice not in (None, 'auto', 'none', 'required') and not named:
         raise APIError(f"tool_choice must be 'auto', 'none', 'required' or {{'type': 'function', 'function': "
                        f"{{'name': ...}}}}, got {choice!r:.80}", 'tool_choice')
@@ -702,8 +703,6 @@ def _record(self: _Call, o, j):
     if longest > 1: m.tpot.observe(decode / (longest - 1))
 
 # %% ../nbs/09b_server.ipynb #c76d48f7
-_TAG = '<tool_call>'
-
 def _tool_call(c: dict) -> dict:
     return dict(id=f"call_{uuid.uuid4().hex[:24]}", type='function',
                 function=dict(name=c['name'], arguments=json.dumps(c['arguments'], ensure_ascii=False)))
@@ -721,9 +720,9 @@ def forced_calls(text: str, mode: str, name: str | None) -> tuple:
 def _hold(self: _Call, i: int, text: str, reason) -> tuple:
     "Choice `i`'s text to send now, and once it ends, its tool calls (None if it made none)."
     buf = self.held.pop(i, '') + text
-    k = buf.find(_TAG) if self.tools == 'auto' else 0       # a forced call: all of it
-    if k < 0: k = next((j for j in range(max(0, len(buf) - len(_TAG) + 1), len(buf))
-                        if _TAG.startswith(buf[j:])), len(buf))
+    k = buf.find(TOOL_CALL) if self.tools == 'auto' else 0       # a forced call: all of it
+    if k < 0: k = next((j for j in range(max(0, len(buf) - len(TOOL_CALL) + 1), len(buf))
+                        if TOOL_CALL.startswith(buf[j:])), len(buf))
     if not reason:
         if k < len(buf): self.held[i] = buf[k:]
         return buf[:k], None

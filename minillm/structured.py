@@ -245,7 +245,7 @@ def byte_classes(matchers: dict) -> tuple:
     b, member = np.arange(256), np.zeros((len(matchers), 256), dtype=bool)
     for (lo, hi), k in matchers.items(): member[k] = (b >= lo) & (b <= hi)
     sig, cls = np.unique(member, axis=1, return_inverse=True)
-    return cls.reshape(-1), sig
+    return cls.reshape(-1).astype(np.uint8), sig          # at most 256 classes
 
 # %% ../nbs/07a_structured.ipynb #3159b8e5
 def determinize(nfa: NFA, sig: np.ndarray) -> tuple:
@@ -296,7 +296,7 @@ class Vocab:
         lens, L = np.array([len(pieces[i]) for i in ids]), max(len(pieces[i]) for i in ids)
         grid = np.frombuffer(b''.join(pieces[i].ljust(L, b'\0') for i in ids), np.uint8).reshape(-1, L)
         self.starts = [int(np.searchsorted(lens, p, side='right')) for p in range(L)]
-        self.cols = [grid[a:, p].astype(np.int64) for p, a in enumerate(self.starts)]   # position p's bytes
+        self.cols = [grid[a:, p] for p, a in enumerate(self.starts)]   # position p's bytes (views of the grid)
 
 # %% ../nbs/07a_structured.ipynb #dbe5d4c6
 class TokenDFA:

@@ -11,8 +11,8 @@ from fastcore.basics import patch
 
 # %% auto #0
 __all__ = ['QWEN_PATTERN', 'QWEN_SPECIALS', 'QWEN_SPECIAL_START', 'QWEN_PLAIN_START', 'QWEN_CHAT_TEMPLATE', 'ROLES', 'ALIASES',
-           'QwenTiktokenizer', 'HFTokenizer', 'load_tokenizer', 'check_messages', 'check_tools', 'chat_prompt',
-           'parse_tool_calls']
+           'TOOL_CALL', 'QwenTiktokenizer', 'HFTokenizer', 'load_tokenizer', 'check_messages', 'check_tools',
+           'chat_prompt', 'parse_tool_calls']
 
 # %% ../nbs/03_tokenizer.ipynb #590fc69a
 QWEN_PATTERN = (r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}"""
@@ -235,7 +235,8 @@ def chat_prompt(tok, messages, chat_template=None, add_generation_prompt=True,
     return _open_end(text, messages[-1]['content']) if continue_final_message else text
 
 # %% ../nbs/03_tokenizer.ipynb #df57ad1e
-_CALL = re.compile(r'<tool_call>(.*?)(?:</tool_call>|\Z)', re.S)
+TOOL_CALL = '<tool_call>'                          # what opens a call in Qwen's format
+_CALL = re.compile(TOOL_CALL + r'(.*?)(?:</tool_call>|\Z)', re.S)
 
 def _not_json(name): raise ValueError(f"{name} is not JSON")
 
@@ -250,7 +251,7 @@ def _call(s: str) -> dict:
 
 def parse_tool_calls(text: str) -> tuple:
     "`(content, calls)` of a reply: the text before its calls (None if empty), each call `{'name', 'arguments'}`."
-    k = text.find('<tool_call>')
+    k = text.find(TOOL_CALL)
     if k < 0: return text, []
     try: return text[:k] or None, [_call(s) for s in _CALL.findall(text, k)]
     except (ValueError, RecursionError): return text, []
