@@ -78,6 +78,8 @@ def _serve_args(p):
     p.add_argument('--api-key', default=os.environ.get('MINILLM_API_KEY'),
                    help="clients must send 'Authorization: Bearer KEY' to /v1 (default: $MINILLM_API_KEY, "
                         "else no key)")
+    p.add_argument('--reasoning-parser', choices=('qwen3', 'deepseek_r1'), default=None,
+                   help="send a chat reply's thinking (<think> ... </think>) as reasoning_content (default: off)")
 
 # %% ../nbs/20_cli.ipynb #b31c3f6c
 def build_parser():
@@ -132,7 +134,8 @@ def serve_cmd(args):
     keys = ('model', 'dtype', 'device', 'max_model_len', 'max_num_seqs', 'max_num_batched_tokens',
             'gpu_memory_utilization', 'speculative_tokens', 'quantization')
     serve(EngineConfig(**{k: getattr(args, k) for k in keys}),
-          args.host, args.port, args.served_model_name, api_key=args.api_key)
+          args.host, args.port, args.served_model_name, api_key=args.api_key,
+          reasoning_parser=args.reasoning_parser)
 
 # %% ../nbs/20_cli.ipynb #b9af382e
 def main(argv=None):

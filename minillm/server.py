@@ -19,10 +19,10 @@ from .tokenizer import TOOL_CALL, chat_prompt, check_messages, check_tools, load
 from .engine import EngineConfig, LLMEngine, check_fits, is_token_ids, truncate_prompt
 
 # %% auto #0
-__all__ = ['STRUCTURED_FIELDS', 'FIELDS', 'MAX_LOGPROBS', 'MAX_N', 'NOT_IMPLEMENTED', 'EngineProcess', 'APIError',
-           'structured_outputs', 'request_params', 'make_params', 'completion_prompts', 'refuse_unsupported',
-           'tool_choice', 'completion_logprobs', 'echo_logprobs', 'chat_logprobs', 'usage', 'sse', 'Metrics', 'Server',
-           'forced_calls', 'serve', 'server_process']
+__all__ = ['STRUCTURED_FIELDS', 'FIELDS', 'MAX_LOGPROBS', 'MAX_N', 'NOT_IMPLEMENTED', 'THINK', 'END_THINK', 'REASONING_PARSERS',
+           'EngineProcess', 'APIError', 'structured_outputs', 'request_params', 'make_params', 'completion_prompts',
+           'refuse_unsupported', 'tool_choice', 'completion_logprobs', 'echo_logprobs', 'chat_logprobs', 'usage', 'sse',
+           'Metrics', 'Server', 'forced_calls', 'Thinking', 'opens_thinking', 'serve', 'server_process']
 
 # %% ../nbs/09b_server.ipynb #9b000008
 def _wire(o) -> tuple:
@@ -434,9 +434,10 @@ def text(self: Metrics) -> bytes:
 class Server:
     "The OpenAI-compatible API over an `EngineProcess`: `app` is the ASGI application."
     def __init__(self, engine: EngineProcess, model_name: str,
-                 api_key: str | None = None):   # when set, /v1 needs `Authorization: Bearer <api_key>`
+                 api_key: str | None = None,            # when set, /v1 needs `Authorization: Bearer <api_key>`
+                 reasoning_parser: str | None = None):  # one of `REASONING_PARSERS`: chats send their thinking apart
         self.engine, self.model_name, self.metrics = engine, model_name, Metrics(engine)
-        self.api_key = api_key
+        self.api_key, self.reasoning_parser = api_key, reasoning_parser
         # tokenizing a long prompt takes a while: one thread of its own keeps the event loop free
         self._tokenizer_thread = ThreadPoolExecutor(1, thread_name_prefix='minillm-tokenizer')
         self.app = app = FastAPI(title='minillm', lifespan=self._lifespan)
@@ -597,7 +598,9 @@ async def complete(self: Server, request, chat: bool):
     elif chat: texts = [last['content'] if last['role'] == role else '']   # the last message, if of that role
     else:      # decoded off the event loop, as prompts are encoded: a long one would hold up every stream
         texts = await self._off_loop(lambda: [self.engine.tokenizer.decode(p) for p in prompts])
-    call = _Call(self, rid, chat, rids, params, prompts, q, texts, role, tools, parallel, name)
+    thinking = None if not (chat and self.reasoning_parser) else [
+        opens_thinking(self.engine.tokenizer, p) for p in prompts]
+    call = _Call(self, rid, chat, rids, params, prompts, q, texts, role, tools, parallel, name, thinking)
     if body.get('stream'):
         so = body.get('stream_options') or {}
         usage_too = bool(so.get('include_usage'))         # continuous_usage_stats counts only beside it, as in vLLM
@@ -632,12 +635,14 @@ class _Call:
                  role: str = 'assistant',     # a chat reply's
                  tools: str | None = None,    # how tool calls are read out of the replies: see `tool_choice`
                  parallel: bool = True,       # all of a reply's calls, or its first
-                 name: str | None = None):    # the function a named tool choice calls
+                 name: str | None = None,     # the function a named tool choice calls
+                 thinking: list | None = None):   # with a reasoning parser: per prompt, is a think block open?
         self.server, self.rid, self.chat, self.rids, self.q = server, rid, chat, rids, q
         self.n, self.tok, self.created = params[0].n, server.engine.tokenizer, int(time.time())
         self.echo, self.echo_lps, self.role = echo, {}, role   # echo_lps: prompt -> its part of the logprobs
         self.tools, self.parallel, self.name = tools, parallel, name
         self.held = {}                         # choice -> text that is or may be a tool call, kept back
+        self.thinking, self.split = thinking, {}    # split: choice -> its `Thinking`
         self.top, self.prompts = params[0].logprobs if chat else None, prompts
         self.prompt_tokens, self.completion_tokens, self.done = sum(map(len, prompts)), 0, set()
         self.offsets, self.ntok = {}, {}   # choice -> characters so far (its tokens' texts), tokens so far
@@ -657,7 +662,9 @@ def _choices(self: _Call, o, stream: bool) -> list:
     out, j = [], self.rids[rid]
     if self.echo and plp is not None: self.echo_lps[j] = echo_logprobs(self.tok, self.prompts[j], plp)
     for index, text, ids, lps, reason, stop in choices:
-        i, calls = j * self.n + index, None
+        i, calls, r = j * self.n + index, None, None
+        if self.thinking is not None:                  # r: the reasoning part
+            r, text = self.split.setdefault(i, Thinking(self.thinking[j])).feed(text, end=bool(reason))
         if self.tools: text, calls = self._hold(i, text, reason)
         first, start = i not in self.offsets, self.offsets.get(i, 0)
         if self.echo and first: text = self.echo[j] + text                 # the prompt first
@@ -671,10 +678,14 @@ def _choices(self: _Call, o, stream: bool) -> list:
             end = _end(lps, start)
         self.offsets[i], self.ntok[i] = end, self.ntok.get(i, 0) + len(ids)
         if not self.chat: body = dict(text=text)
-        elif stream: body = dict(delta=dict(content=text) if text or not reason else {})
-        else: body = dict(message=dict(role=self.role, content=text))
-        if stream and self.tools and not (text or reason or lps):
-            continue                                    # nothing to send while a call is held back
+        elif stream:
+            d = {'reasoning_content': r} if r else {}
+            body = dict(delta=d | (dict(content=text) if text or not (reason or r) else {}))
+        else:
+            m = dict(role=self.role, content=text)
+            body = dict(message=m if r is None else m | {'reasoning_content': r})
+        if stream and (self.tools or r is not None) and not (text or r or reason or lps):
+            continue                                    # nothing to send while a call or a tag is held back
         if calls and not stream: body['message']['tool_calls'] = calls
         if calls and stream:    # the calls, then the end in a chunk of its own (as OpenAI's clients expect)
             body['delta']['tool_calls'] = [dict(index=k, **c) for k, c in enumerate(calls)]
@@ -716,18 +727,59 @@ def forced_calls(text: str, mode: str, name: str | None) -> tuple:
         return text, []
     return None, [dict(name=c['name'], arguments=c.get('parameters', {})) for c in v]
 
+def _cut(buf: str, tag: str) -> int:
+    "Where `tag` begins in `buf`, or else where a start of it ends `buf`; `len(buf)` if neither."
+    k = buf.find(tag)
+    if k >= 0: return k
+    return next((j for j in range(max(0, len(buf) - len(tag) + 1), len(buf)) if tag.startswith(buf[j:])), len(buf))
+
 @patch
 def _hold(self: _Call, i: int, text: str, reason) -> tuple:
     "Choice `i`'s text to send now, and once it ends, its tool calls (None if it made none)."
     buf = self.held.pop(i, '') + text
-    k = buf.find(TOOL_CALL) if self.tools == 'auto' else 0       # a forced call: all of it
-    if k < 0: k = next((j for j in range(max(0, len(buf) - len(TOOL_CALL) + 1), len(buf))
-                        if TOOL_CALL.startswith(buf[j:])), len(buf))
+    k = _cut(buf, TOOL_CALL) if self.tools == 'auto' else 0       # a forced call: all of it
     if not reason:
         if k < len(buf): self.held[i] = buf[k:]
         return buf[:k], None
     rest, calls = (parse_tool_calls(buf[k:]) if self.tools == 'auto' else forced_calls(buf, self.tools, self.name))
     return buf[:k] + (rest or ''), [_tool_call(c) for c in calls[:None if self.parallel else 1]] or None
+
+# %% ../nbs/09b_server.ipynb #2775a9de
+THINK, END_THINK = '<think>', '</think>'
+REASONING_PARSERS = ('qwen3', 'deepseek_r1')     # vLLM's names for models that think in these tags
+
+class Thinking:
+    "One reply split, increment by increment, into its reasoning (inside the think tags) and its content."
+    def __init__(self, open: bool = False):       # does the prompt leave a think block open?
+        self.part, self.buf, self.fresh = 'think' if open else 'start', '', True   # fresh: nothing of it sent
+
+    def feed(self, text: str, end: bool = False) -> tuple:
+        "`(reasoning, content)` to send for the next `text` of the reply (`end`: its last)."
+        buf, r = self.buf + text, ''
+        if self.part == 'start':                  # may the reply open a think block?
+            s = buf.lstrip()
+            if s.startswith(THINK): self.part, buf = 'think', s[len(THINK):]
+            elif THINK.startswith(s) and not end:
+                self.buf = buf
+                return '', ''
+            else: self.part, self.fresh = 'content', False    # no thinking: the reply as written
+        if self.part == 'think':
+            if self.fresh: buf = buf.lstrip('\n')
+            k = buf.find(END_THINK)
+            if k < 0:
+                k = len(buf) if end else _cut(buf, END_THINK)
+                while not end and k and buf[k - 1] == '\n': k -= 1
+                self.buf, self.fresh = buf[k:], self.fresh and not k
+                return buf[:k], ''
+            r, buf, self.part, self.fresh = buf[:k].rstrip('\n'), buf[k + len(END_THINK):], 'content', True
+        if self.fresh: buf = buf.lstrip('\n')
+        self.buf, self.fresh = '', self.fresh and not buf
+        return r, buf
+
+def opens_thinking(tok, ids) -> bool:
+    "Does a prompt end inside a think block (its template opened one for the reply)?"
+    tail = tok.decode(ids[-8:])
+    return tail.rfind(THINK) > tail.rfind(END_THINK)
 
 # %% ../nbs/09b_server.ipynb #73a16f3d
 @patch
@@ -765,6 +817,8 @@ def _join(a: dict, b: dict, chat: bool):
     "Append increment `b` to choice `a` of a response being collected."
     if chat: a['message']['content'] += b['message']['content']
     else: a['text'] += b['text']
+    if chat and 'reasoning_content' in a['message']:
+        a['message']['reasoning_content'] += b['message']['reasoning_content']
     if chat and 'tool_calls' in b['message']: a['message']['tool_calls'] = b['message']['tool_calls']
     if b['logprobs'] is not None:
         for k, v in b['logprobs'].items(): a['logprobs'][k] += v
@@ -784,9 +838,10 @@ async def result(self: _Call, request) -> dict:
                 if a is not ch: _join(a, ch, self.chat)
     finally: self._abort_rest()
     choices = [acc[i] for i in sorted(acc)]
-    for c in choices:           # a reply that only calls tools has no content, as in OpenAI's
+    for c in choices:           # a reply that only calls tools (or thinks) has no content, as in OpenAI's (vLLM's)
         m = c.get('message', {})
-        if m.get('tool_calls') and not m['content']: m['content'] = None
+        if 'reasoning_content' in m: m['reasoning_content'] = m['reasoning_content'] or None
+        if (m.get('tool_calls') or m.get('reasoning_content')) and not m['content']: m['content'] = None
     return dict(self._head(), choices=choices,
                 usage=usage(self.prompt_tokens, self.completion_tokens))
 
@@ -840,9 +895,12 @@ class _Uvicorn(uvicorn.Server):
 
 # %% ../nbs/09b_server.ipynb #36591cbe
 def serve(config: EngineConfig, host: str = '127.0.0.1', port: int = 8000,
-          model_name: str | None = None, grace: float = 3.0, api_key: str | None = None):
+          model_name: str | None = None, grace: float = 3.0, api_key: str | None = None,
+          reasoning_parser: str | None = None):
     "Serve `config`'s model with the OpenAI API at http://host:port/v1 until interrupted."
-    server = Server(EngineProcess(config), model_name or str(config.model), api_key)
+    if reasoning_parser not in (None, *REASONING_PARSERS):
+        raise ValueError(f"reasoning_parser must be one of {', '.join(REASONING_PARSERS)}, got {reasoning_parser!r}")
+    server = Server(EngineProcess(config), model_name or str(config.model), api_key, reasoning_parser)
     print(f"minillm: serving {server.model_name!r} at http://{host}:{port}/v1 (Ctrl-C stops)",
           flush=True)
     try: _Uvicorn(server, grace, host=host, port=port).run()
