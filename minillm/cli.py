@@ -79,7 +79,8 @@ def _serve_args(p):
                    help="clients must send 'Authorization: Bearer KEY' to /v1 (default: $MINILLM_API_KEY, "
                         "else no key)")
     p.add_argument('--reasoning-parser', choices=('qwen3', 'deepseek_r1'), default=None,
-                   help="send a chat reply's thinking (<think> ... </think>) as reasoning_content (default: off)")
+                   help="send a chat reply's thinking (<think> ... </think>) as reasoning_content, and begin "
+                        "structured outputs once it ends (default: off)")
 
 # %% ../nbs/20_cli.ipynb #b31c3f6c
 def build_parser():
@@ -132,10 +133,9 @@ def serve_cmd(args):
     from minillm.engine import EngineConfig
     from minillm.server import serve
     keys = ('model', 'dtype', 'device', 'max_model_len', 'max_num_seqs', 'max_num_batched_tokens',
-            'gpu_memory_utilization', 'speculative_tokens', 'quantization')
+            'gpu_memory_utilization', 'speculative_tokens', 'quantization', 'reasoning_parser')
     serve(EngineConfig(**{k: getattr(args, k) for k in keys}),
-          args.host, args.port, args.served_model_name, api_key=args.api_key,
-          reasoning_parser=args.reasoning_parser)
+          args.host, args.port, args.served_model_name, api_key=args.api_key)
 
 # %% ../nbs/20_cli.ipynb #b9af382e
 def main(argv=None):

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, replace
 import torch
 from fastcore.basics import patch
 from .loading import DEFAULT_MODEL, load_model, resolve_device
-from .tokenizer import load_tokenizer
+from .tokenizer import THINK, END_THINK, REASONING_PARSERS, load_tokenizer, think_state
 from .paged import BlockManager
 from .sampling import SamplingParams, sample as sample_logits, sample_keys, sample_simple
 from .sampling import PenaltyCounts, penalised, on_device, compute_logprobs
@@ -52,6 +52,7 @@ class EngineConfig:
     prompt_lookup_max: int = 4          # longest n-gram looked up for drafts
     prompt_lookup_min: int = 2          # shortest n-gram looked up for drafts
     speculative_max_batch: int = 16     # larger decode steps run without speculation
+    reasoning_parser: str | None = None  # 'qwen3', 'deepseek_r1': a structured output begins once thinking ends
 
     def __post_init__(self):
         for k in ('overlap', 'enable_prefix_caching'):
@@ -60,7 +61,8 @@ class EngineConfig:
         if self.seed is not None and not _is_int(self.seed):
             raise ValueError(f"seed must be None or an int, got {self.seed!r}")
         choices = dict(attention_backend=('auto', 'torch', 'triton'),
-                       cuda_graphs=('auto', 'on', 'off', 'emulate'))
+                       cuda_graphs=('auto', 'on', 'off', 'emulate'),
+                       reasoning_parser=(None, *REASONING_PARSERS))
         for k, ok in choices.items():
             v = getattr(self, k)
             if v not in ok:
@@ -216,6 +218,13 @@ class LLMEngine:
         self.model = load_model(c.model, c.dtype, self.device, c.quantization)
         self.tokenizer = load_tokenizer(self.model.path)
         self.eos_token_ids = self._eos_ids()
+        self.think = None             # with a reasoning parser: the tokens that open and end thinking
+        if c.reasoning_parser:
+            ids = [self.tokenizer.encode(t) for t in (THINK, END_THINK)]
+            if any(len(t) != 1 for t in ids):
+                raise ValueError(f"reasoning_parser {c.reasoning_parser!r} needs {THINK} and {END_THINK} to be "
+                                 f"tokens of this model's tokenizer, got {ids}")
+            self.think = ids[0][0], ids[1][0]
         mpe = self.model.config.max_position_embeddings
         if c.max_model_len and c.max_model_len > mpe:
             raise ValueError(f"max_model_len ({c.max_model_len}) exceeds the model's "
@@ -406,12 +415,15 @@ def add_request(self: LLMEngine,
                              f"max_model_len ({self.max_model_len}) leaves after the prompt")
         params = replace(params, max_tokens=room)
     dfa, choices = self.constraint(params.structured_outputs) if params.structured_outputs else None, []
+    # a model that thinks is held to the constraint once it stops, unless its prompt ended the thinking
+    state = think_state(self.tokenizer, ids) if dfa and self.think else 'closed'
+    think = None if state == 'closed' else self.think
     for i in range(params.n):
         # choice i samples with seed + i, wrapped as a seed's key wraps it (sampling chapter)
         seed = None if params.seed is None else (params.seed + i) % 2**64
         p = params if i == 0 or seed is None else replace(params, seed=seed)
         lps = [] if params.logprobs is not None else None
-        seq = Sequence(self._next_seq + i, ids, p, arrival=now, guide=dfa and Guide(dfa))
+        seq = Sequence(self._next_seq + i, ids, p, arrival=now, guide=dfa and Guide(dfa, think, state == 'open'))
         choices.append(Choice(i, seq, logprobs=lps))
     self._next_seq += params.n
     later = [c.seq for c in choices[1:]] if self.config.enable_prefix_caching else []
@@ -532,9 +544,10 @@ def sample(self: LLMEngine, logits, seqs, drafts=None, out=None,
         pen = *self._penalty_slots(logits, seqs), pending
     masks = None   # structured outputs: the tokens each row's place allows
     if any(s.guide for s, _, _ in rows):           # kept on the host: this step's rows go to the device
-        every = torch.ones(logits.shape[-1], dtype=torch.bool)
-        masks = torch.stack([s.guide.mask(o) if s.guide else every for (s, _, _), o in zip(rows, outputs)])
-        masks = masks.to(logits.device, non_blocking=True)
+        ms = [s.guide and s.guide.mask(o) for (s, _, _), o in zip(rows, outputs)]   # None: every token
+        if any(m is not None for m in ms):
+            every = torch.ones(logits.shape[-1], dtype=torch.bool)
+            masks = torch.stack([every if m is None else m for m in ms]).to(logits.device, non_blocking=True)
     eos = self.eos_token_ids
     return sample_logits(logits, params, prompts, outputs, keys, eos, self.generator, out,
                          self.simple_sampler, pen, masks)

@@ -15,14 +15,14 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from . import __version__
 from .sampling import SamplingParams
 from .structured import constraint_node, inline_refs
-from .tokenizer import TOOL_CALL, chat_prompt, check_messages, check_tools, load_tokenizer, parse_tool_calls
+from .tokenizer import THINK, END_THINK, TOOL_CALL, chat_prompt, check_messages, check_tools, load_tokenizer, parse_tool_calls, think_state
 from .engine import EngineConfig, LLMEngine, check_fits, is_token_ids, truncate_prompt
 
 # %% auto #0
-__all__ = ['STRUCTURED_FIELDS', 'FIELDS', 'MAX_LOGPROBS', 'MAX_N', 'NOT_IMPLEMENTED', 'THINK', 'END_THINK', 'REASONING_PARSERS',
-           'EngineProcess', 'APIError', 'structured_outputs', 'request_params', 'make_params', 'completion_prompts',
-           'refuse_unsupported', 'tool_choice', 'completion_logprobs', 'echo_logprobs', 'chat_logprobs', 'usage', 'sse',
-           'Metrics', 'Server', 'forced_calls', 'Thinking', 'opens_thinking', 'serve', 'server_process']
+__all__ = ['STRUCTURED_FIELDS', 'FIELDS', 'MAX_LOGPROBS', 'MAX_N', 'NOT_IMPLEMENTED', 'EngineProcess', 'APIError',
+           'structured_outputs', 'request_params', 'make_params', 'completion_prompts', 'refuse_unsupported',
+           'tool_choice', 'completion_logprobs', 'echo_logprobs', 'chat_logprobs', 'usage', 'sse', 'Metrics', 'Server',
+           'forced_calls', 'Thinking', 'serve', 'server_process']
 
 # %% ../nbs/09b_server.ipynb #9b000008
 def _wire(o) -> tuple:
@@ -108,7 +108,7 @@ class EngineProcess:
             kind, info = 'error', [f"the engine process ended (exit code {self._exitcode()})"]
         if kind == 'error': raise RuntimeError(info[0])
         path, self.max_model_len = info
-        self.tokenizer = load_tokenizer(path)
+        self.tokenizer, self.reasoning_parser = load_tokenizer(path), config.reasoning_parser
         # running, waiting, KV in use, prefix hits
         self.queues, self.adding, self.stats = {}, {}, (0, 0, 0.0, 0.0)
         self.lock, self.stopped, self.stopping = threading.Lock(), False, False
@@ -434,10 +434,9 @@ def text(self: Metrics) -> bytes:
 class Server:
     "The OpenAI-compatible API over an `EngineProcess`: `app` is the ASGI application."
     def __init__(self, engine: EngineProcess, model_name: str,
-                 api_key: str | None = None,            # when set, /v1 needs `Authorization: Bearer <api_key>`
-                 reasoning_parser: str | None = None):  # one of `REASONING_PARSERS`: chats send their thinking apart
+                 api_key: str | None = None):   # when set, /v1 needs `Authorization: Bearer <api_key>`
         self.engine, self.model_name, self.metrics = engine, model_name, Metrics(engine)
-        self.api_key, self.reasoning_parser = api_key, reasoning_parser
+        self.api_key = api_key
         # tokenizing a long prompt takes a while: one thread of its own keeps the event loop free
         self._tokenizer_thread = ThreadPoolExecutor(1, thread_name_prefix='minillm-tokenizer')
         self.app = app = FastAPI(title='minillm', lifespan=self._lifespan)
@@ -598,8 +597,8 @@ async def complete(self: Server, request, chat: bool):
     elif chat: texts = [last['content'] if last['role'] == role else '']   # the last message, if of that role
     else:      # decoded off the event loop, as prompts are encoded: a long one would hold up every stream
         texts = await self._off_loop(lambda: [self.engine.tokenizer.decode(p) for p in prompts])
-    thinking = None if not (chat and self.reasoning_parser) else [
-        opens_thinking(self.engine.tokenizer, p) for p in prompts]
+    thinking = None if not (chat and self.engine.reasoning_parser) else [
+        think_state(self.engine.tokenizer, p) == 'open' for p in prompts]
     call = _Call(self, rid, chat, rids, params, prompts, q, texts, role, tools, parallel, name, thinking)
     if body.get('stream'):
         so = body.get('stream_options') or {}
@@ -745,9 +744,6 @@ def _hold(self: _Call, i: int, text: str, reason) -> tuple:
     return buf[:k] + (rest or ''), [_tool_call(c) for c in calls[:None if self.parallel else 1]] or None
 
 # %% ../nbs/09b_server.ipynb #2775a9de
-THINK, END_THINK = '<think>', '</think>'
-REASONING_PARSERS = ('qwen3', 'deepseek_r1')     # vLLM's names for models that think in these tags
-
 class Thinking:
     "One reply split, increment by increment, into its reasoning (inside the think tags) and its content."
     def __init__(self, open: bool = False):       # does the prompt leave a think block open?
@@ -775,11 +771,6 @@ class Thinking:
         if self.fresh: buf = buf.lstrip('\n')
         self.buf, self.fresh = '', self.fresh and not buf
         return r, buf
-
-def opens_thinking(tok, ids) -> bool:
-    "Does a prompt end inside a think block (its template opened one for the reply)?"
-    tail = tok.decode(ids[-8:])
-    return tail.rfind(THINK) > tail.rfind(END_THINK)
 
 # %% ../nbs/09b_server.ipynb #73a16f3d
 @patch
@@ -895,12 +886,9 @@ class _Uvicorn(uvicorn.Server):
 
 # %% ../nbs/09b_server.ipynb #36591cbe
 def serve(config: EngineConfig, host: str = '127.0.0.1', port: int = 8000,
-          model_name: str | None = None, grace: float = 3.0, api_key: str | None = None,
-          reasoning_parser: str | None = None):
+          model_name: str | None = None, grace: float = 3.0, api_key: str | None = None):
     "Serve `config`'s model with the OpenAI API at http://host:port/v1 until interrupted."
-    if reasoning_parser not in (None, *REASONING_PARSERS):
-        raise ValueError(f"reasoning_parser must be one of {', '.join(REASONING_PARSERS)}, got {reasoning_parser!r}")
-    server = Server(EngineProcess(config), model_name or str(config.model), api_key, reasoning_parser)
+    server = Server(EngineProcess(config), model_name or str(config.model), api_key)
     print(f"minillm: serving {server.model_name!r} at http://{host}:{port}/v1 (Ctrl-C stops)",
           flush=True)
     try: _Uvicorn(server, grace, host=host, port=port).run()

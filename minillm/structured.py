@@ -342,17 +342,29 @@ def advance(self: TokenDFA, s: int, token: int) -> int:
 
 # %% ../nbs/07a_structured.ipynb #f8ed79e7
 class Guide:
-    "A sequence's place in a `TokenDFA`, followed from its output tokens."
-    def __init__(self, dfa: TokenDFA): self.dfa, self.ids, self.states = dfa, [], [1]
+    "A sequence's place in a `TokenDFA`, followed from its output tokens (-1: thinking, free)."
+    def __init__(self, dfa: TokenDFA,
+                 think: tuple | None = None,   # (open, end): the tokens of a think block the reply may begin with
+                 open: bool = False):          # is the reply in one from the start (the prompt opened it)?
+        self.dfa, self.think, self.ids, self.states = dfa, think, [], [-1 if open else 1]
     def state(self, out: list) -> int:
         c = min(len(self.ids), len(out))
         while self.ids[:c] != out[:c]: c -= 1
         del self.ids[c:], self.states[c + 1:]
         for t in out[c:]:
-            self.states.append(self.dfa.advance(self.states[-1], t))
+            s = self.states[-1]
+            if s < 0: s = 1 if t == self.think[1] else -1
+            elif self.think and not self.ids and t == self.think[0]: s = -1
+            else: s = self.dfa.advance(s, t)
+            self.states.append(s)
             self.ids.append(t)
         return self.states[-1]
-    def mask(self, out: list) -> torch.Tensor: return self.dfa.mask(self.state(out))
+    def mask(self, out: list) -> torch.Tensor | None:
+        s = self.state(out)
+        if s < 0: return None
+        m = self.dfa.mask(s)
+        if self.think and not self.ids: (m := m.clone())[self.think[0]] = True   # may open a think block
+        return m
 
 # %% ../nbs/07a_structured.ipynb #bcf5d393
 WS = opt(lit(' '))

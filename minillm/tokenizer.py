@@ -11,8 +11,8 @@ from fastcore.basics import patch
 
 # %% auto #0
 __all__ = ['QWEN_PATTERN', 'QWEN_SPECIALS', 'QWEN_SPECIAL_START', 'QWEN_PLAIN_START', 'QWEN_CHAT_TEMPLATE', 'ROLES', 'ALIASES',
-           'TOOL_CALL', 'QwenTiktokenizer', 'HFTokenizer', 'load_tokenizer', 'check_messages', 'check_tools',
-           'chat_prompt', 'parse_tool_calls']
+           'TOOL_CALL', 'THINK', 'END_THINK', 'REASONING_PARSERS', 'QwenTiktokenizer', 'HFTokenizer', 'load_tokenizer',
+           'check_messages', 'check_tools', 'chat_prompt', 'parse_tool_calls', 'think_state']
 
 # %% ../nbs/03_tokenizer.ipynb #590fc69a
 QWEN_PATTERN = (r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}"""
@@ -255,3 +255,13 @@ def parse_tool_calls(text: str) -> tuple:
     if k < 0: return text, []
     try: return text[:k] or None, [_call(s) for s in _CALL.findall(text, k)]
     except (ValueError, RecursionError): return text, []
+
+# %% ../nbs/03_tokenizer.ipynb #dba117ad
+THINK, END_THINK = '<think>', '</think>'          # where Qwen3 (and DeepSeek-R1) think
+REASONING_PARSERS = ('qwen3', 'deepseek_r1')     # vLLM's names for models that think in these tags
+
+def think_state(tok, ids) -> str | None:
+    "Where a prompt leaves its reply: 'open' (in a think block), 'closed' (after one), or None (no tag near its end)."
+    tail = tok.decode(list(ids[-8:]))
+    k, e = tail.rfind(THINK), tail.rfind(END_THINK)
+    return None if k == e else 'open' if k > e else 'closed'
