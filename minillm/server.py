@@ -319,7 +319,7 @@ NOT_IMPLEMENTED = dict(suffix=('',), best_of=(1,),
                        functions=([],), function_call=('none',),
                        guided_grammar=(), use_beam_search=(False,), prompt_logprobs=(),
                        modalities=(['text'],), audio=(), reasoning_effort=(), prediction=(),
-                       web_search_options=())
+                       web_search_options=(), include_reasoning=(True,))
 
 def refuse_unsupported(body: dict):
     "Raise a 400 naming the first field whose value asks for something this server does not do."
@@ -679,7 +679,7 @@ def _choices(self: _Call, o, stream: bool) -> list:
         if not self.chat: body = dict(text=text)
         elif stream:
             d = {'reasoning_content': r} if r else {}
-            body = dict(delta=d | (dict(content=text) if text or not (reason or r) else {}))
+            body = dict(delta=d | (dict(content=text) if text or not (reason or r is not None) else {}))
         else:
             m = dict(role=self.role, content=text)
             body = dict(message=m if r is None else m | {'reasoning_content': r})
@@ -747,7 +747,7 @@ def _hold(self: _Call, i: int, text: str, reason) -> tuple:
 class Thinking:
     "One reply split, increment by increment, into its reasoning (inside the think tags) and its content."
     def __init__(self, open: bool = False):       # does the prompt leave a think block open?
-        self.part, self.buf, self.fresh = 'think' if open else 'start', '', True   # fresh: nothing of it sent
+        self.open, self.part, self.buf, self.fresh = open, 'start', '', True   # fresh: nothing of the part sent
 
     def feed(self, text: str, end: bool = False) -> tuple:
         "`(reasoning, content)` to send for the next `text` of the reply (`end`: its last)."
@@ -758,6 +758,7 @@ class Thinking:
             elif THINK.startswith(s) and not end:
                 self.buf = buf
                 return '', ''
+            elif self.open: self.part = 'think'
             else: self.part, self.fresh = 'content', False    # no thinking: the reply as written
         if self.part == 'think':
             if self.fresh: buf = buf.lstrip('\n')

@@ -261,7 +261,6 @@ THINK, END_THINK = '<think>', '</think>'          # where Qwen3 (and DeepSeek-R1
 REASONING_PARSERS = ('qwen3', 'deepseek_r1')     # vLLM's names for models that think in these tags
 
 def think_state(tok, ids) -> str | None:
-    "Where a prompt leaves its reply: 'open' (in a think block), 'closed' (after one), or None (no tag near its end)."
-    tail = tok.decode(list(ids[-8:]))
-    k, e = tail.rfind(THINK), tail.rfind(END_THINK)
-    return None if k == e else 'open' if k > e else 'closed'
+    "Where a prompt leaves its reply: 'open' (it ends with <think>), 'closed' (with </think>), or None."
+    tail = tok.decode(list(ids[-8:])).rstrip()
+    return 'open' if tail.endswith(THINK) else 'closed' if tail.endswith(END_THINK) else None
