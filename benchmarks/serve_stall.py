@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""Does one long prompt hold up the other clients of `minillm serve`? A client streams 400 tokens; two seconds in,
-another posts a prompt of `--words` words (far past the context, so it is refused). Reported: the longest gap
-between two events of the stream, with and without the long prompt, `--repeats` times each.
+"""Does one heavy request hold up the other clients of `minillm serve`? A client streams 400 tokens; two seconds in,
+another posts a prompt of `--words` words (far past the context, so it is refused), or with `--load=schema` a
+structured output of `--choices` choices (a second's compiling). Reported: the longest gap between two events of the
+stream, with and without the heavy request, `--repeats` times each.
 
 Run from the repository root (the embedded default model on the CPU, a minute or two):
   PYTHONPATH=.:benchmarks python3 benchmarks/serve_stall.py
@@ -16,13 +17,16 @@ import httpx
 from minillm.server import server_process
 from helpers.bench_io import log, saver
 
-def post_long(url: str, words: int) -> int:
-    "Post a prompt of `words` words; the status code of the answer."
-    body = dict(prompt='word ' * words, max_tokens=1)
+def heavy(load: str, size: int) -> tuple:
+    "The heavy request's body, and the status it is answered with."
+    if load == 'prompt': return dict(prompt='word ' * size, max_tokens=1), 400
+    return dict(prompt='hi', max_tokens=1, guided_choice=[f'option number {i}' for i in range(size)]), 200
+
+def post(url: str, body: dict) -> int:
     return httpx.post(url + '/v1/completions', json=body, timeout=300).status_code
 
-def longest_gap(url: str, words: int) -> float:
-    "The longest gap (ms) between two events of a 400-token stream, with a `words`-word prompt posted 2 s in."
+def longest_gap(url: str, request: tuple | None) -> float:
+    "The longest gap (ms) between two events of a 400-token stream, with `request` (body, status) posted 2 s in."
     gaps = []
     def stream():
         body = dict(prompt='hi', max_tokens=400, ignore_eos=True, stream=True)
@@ -35,34 +39,37 @@ def longest_gap(url: str, words: int) -> float:
     t = threading.Thread(target=stream)
     t.start()
     time.sleep(2)
-    if words:                        # from another process, whose work cannot delay this one's reading
-        with cf.ProcessPoolExecutor(1) as ex: status = ex.submit(post_long, url, words).result()
-        assert status == 400, status
+    if request:                      # from another process, whose work cannot delay this one's reading
+        with cf.ProcessPoolExecutor(1) as ex: status = ex.submit(post, url, request[0]).result()
+        assert status == request[1], status
     t.join()
     return max(gaps) * 1e3
 
 def main():
     ap = argparse.ArgumentParser()
+    ap.add_argument('--load', choices=('prompt', 'schema'), default='prompt', help='the heavy request (default: prompt)')
     ap.add_argument('--words', type=int, default=800_000, help='words of the long prompt (default: 800,000, 4 MB)')
+    ap.add_argument('--choices', type=int, default=2000, help="--load=schema: the guided_choice's choices")
     ap.add_argument('--repeats', type=int, default=3)
     ap.add_argument('--before', default=None, help='a checkout of an earlier build to take turns with')
     args = ap.parse_args()
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     builds = {'this build': here} | ({'before': os.path.abspath(args.before)} if args.before else {})
-    res = dict(words=args.words, repeats=args.repeats, runs=[])
+    size = args.words if args.load == 'prompt' else args.choices
+    res = dict(load=args.load, size=size, repeats=args.repeats, runs=[])
     save = saver(res, 'serve_stall')
     for i in range(args.repeats):
         for name, tree in builds.items():
             with server_process('--device', 'cpu', port=0, cwd=tree) as p:
-                for words in (0, args.words):
-                    ms = longest_gap(p.url[:-3], words)
-                    res['runs'].append(dict(build=name, words=words, longest_gap_ms=ms))
-                    log(f"{name:10} long prompt {'yes' if words else 'no ':3}: longest gap {ms:6.1f} ms")
+                for on in (False, True):
+                    ms = longest_gap(p.url[:-3], on and heavy(args.load, size))
+                    res['runs'].append(dict(build=name, heavy=on, longest_gap_ms=ms))
+                    log(f"{name:10} heavy {args.load} {'yes' if on else 'no ':3}: longest gap {ms:6.1f} ms")
                     save()
-    print(f"{'build':10} {'long prompt':>11} {'longest gaps between events (ms)':>34}")
+    print(f"{'build':10} {'heavy ' + args.load:>12} {'longest gaps between events (ms)':>34}")
     for name in builds:
-        for words in (0, args.words):
-            ms = [r['longest_gap_ms'] for r in res['runs'] if r['build'] == name and r['words'] == words]
-            print(f"{name:10} {'yes' if words else 'no':>11} {', '.join(f'{m:.0f}' for m in ms):>34}")
+        for on in (False, True):
+            ms = [r['longest_gap_ms'] for r in res['runs'] if r['build'] == name and r['heavy'] == on]
+            print(f"{name:10} {'yes' if on else 'no':>12} {', '.join(f'{m:.0f}' for m in ms):>34}")
 
 if __name__ == '__main__': main()

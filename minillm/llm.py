@@ -12,6 +12,7 @@ from .sampling import SamplingParams
 from .outputs import CompletionOutput, RequestMetrics, RequestOutput, StreamOutput
 from .engine import EngineConfig, LLMEngine, is_token_ids
 from .tokenizer import chat_prompt
+from .structured import compile_constraint
 
 # %% auto #0
 __all__ = ['engine_config', 'LLM', 'normalize_prompts']
@@ -99,6 +100,11 @@ def _error_output(rid, prompt, error, n: int = 1) -> RequestOutput:
 def _submit(self: LLM, prompts, params, stream: bool) -> list:
     "Add each prompt to the engine: per prompt its request id and, if the engine refused it, its error."
     out = []
+    specs = [s for sp in params if (s := getattr(sp, 'structured_outputs', None))]
+    if specs: self._engine().token_layout()         # made and compiled (and kept) before the lock
+    for spec in specs:
+        try: compile_constraint(spec)
+        except (TypeError, ValueError): pass        # add_request refuses it, below
     with self._lock:
         eng = self._engine()
         for p, sp in zip(prompts, params):

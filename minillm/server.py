@@ -14,7 +14,7 @@ from fastapi import Depends, FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from . import __version__
 from .sampling import SamplingParams
-from .structured import constraint_node, inline_refs
+from .structured import compile_constraint, constraint_node, inline_refs
 from .tokenizer import THINK, END_THINK, TOOL_CALL, chat_prompt, check_messages, check_tools, load_tokenizer, parse_tool_calls, think_state
 from .engine import EngineConfig, LLMEngine, check_fits, is_token_ids, truncate_prompt
 
@@ -44,9 +44,11 @@ def _merge(a: tuple, b: tuple) -> tuple:
     return (*b[:4], [ch[i] for i in sorted(ch)], b[5] if a[5] is None else a[5])
 
 # %% ../nbs/09b_server.ipynb #3e5109b9
-def _add(engine, rid, prompt, params):
+def _add(engine, rid, prompt, params, compiled=None):   # compiled: the automaton of its structured output
     "Add a streaming request; if the engine refuses it, the error (any other exception is a bug: its text only)."
-    try: engine.add_request(rid, prompt, params, stream=True)
+    try:
+        if compiled is not None: engine.constraint(params.structured_outputs, compiled)
+        engine.add_request(rid, prompt, params, stream=True)
     except (ValueError, TypeError) as e: return e
     except Exception as e: return Exception(f"internal error: {e!r}")
 
@@ -59,6 +61,8 @@ def _engine_main(config: EngineConfig, conn):
         minillm.load_plugins()
         engine = LLMEngine(config)
     except Exception as e: return conn.send(('error', str(e)))
+    try: engine.token_layout()        # for structured outputs: made now, not in the loop
+    except ValueError: pass           # a tokenizer it cannot lay out: a structured request is refused
     s, bm = engine.scheduler, engine.block_manager
     stats = lambda: (len(s.running), len(s.waiting), bm.num_used_blocks / bm.num_blocks,
                      bm.stats.hit_rate)
@@ -130,12 +134,12 @@ def _send(self: EngineProcess, msg):
 
 # %% ../nbs/09b_server.ipynb #33dd1935
 @patch
-async def add(self: EngineProcess, rid, prompt, params, q: asyncio.Queue):
+async def add(self: EngineProcess, rid, prompt, params, q: asyncio.Queue, compiled=None):
     "Add a streaming request whose outputs go to `q`; raises the engine's error if it refuses the request."
     loop = asyncio.get_running_loop()
     done = self.adding[rid] = loop.create_future()
     self.queues[rid] = loop, q
-    try: self._send(('add', rid, prompt, params))
+    try: self._send(('add', rid, prompt, params, compiled))
     except RuntimeError:
         self.adding.pop(rid, None)
         self.queues.pop(rid, None)
@@ -572,15 +576,16 @@ async def complete(self: Server, request, chat: bool):
     if forced: kw['structured_outputs'] = forced
     params, prompts = zip(*[make_params(kw, ids, self.engine.max_model_len) for ids in prompts])
     rid, q = f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}", asyncio.Queue()
-    rids, j = {f"{rid}-{j}": j for j in range(len(prompts))}, 0
-    try:
-        for j, (r, ids, p) in enumerate(zip(rids, prompts, params)): await self.engine.add(r, ids, p, q)
+    rids, j, spec = {f"{rid}-{j}": j for j in range(len(prompts))}, None, params[0].structured_outputs
+    try:   # a structured output is compiled in the tokenizer thread: neither the engine nor the event loop waits
+        compiled = spec and await self._off_loop(compile_constraint, spec)
+        for j, (r, ids, p) in enumerate(zip(rids, prompts, params)): await self.engine.add(r, ids, p, q, compiled)
     except Exception as e:
         self.engine.abort(list(rids))
         # shutting down
         if isinstance(e, RuntimeError): raise APIError(str(e), status=503) from None
         if not isinstance(e, (ValueError, TypeError)): raise    # a bug: the app's 500 handler answers it
-        which = f"prompt {j} of {len(prompts)}: " if len(prompts) > 1 else ''   # which one was refused
+        which = f"prompt {j} of {len(prompts)}: " if j is not None and len(prompts) > 1 else ''   # which one
         fields = ('max_tokens', 'logit_bias', 'allowed_token_ids', 'bad_words', 'logprobs', 'structured_outputs')
         named = [k for k in fields if k in str(e)]
         param = named[0] if named else 'messages' if chat else 'prompt'

@@ -4,7 +4,8 @@
 
 # %% ../nbs/07a_structured.ipynb #95c5d7b1
 from __future__ import annotations
-import json, re
+import functools, json, re
+from typing import NamedTuple
 import numpy as np
 import torch
 from fastcore.basics import patch
@@ -13,8 +14,8 @@ from .tokenizer import QWEN_SPECIAL_START, QwenTiktokenizer
 # %% auto #0
 __all__ = ['MAX_NFA', 'MAX_DFA', 'WS', 'CHAR', 'STRING', 'INTEGER', 'NUMBER', 'JSON_DEPTH', 'FORMATS', 'UNSUPPORTED', 'chars',
            'lit', 'seq', 'alt', 'rep', 'opt', 'sep', 'RegexParser', 'parse_regex', 'utf8_sequences', 'NFA',
-           'byte_classes', 'determinize', 'token_bytes', 'Vocab', 'TokenDFA', 'Guide', 'any_json', 'schema_node',
-           'inline_refs', 'choice_node', 'constraint_node']
+           'byte_classes', 'determinize', 'token_bytes', 'Vocab', 'Automaton', 'automaton', 'TokenDFA', 'Guide',
+           'any_json', 'schema_node', 'inline_refs', 'choice_node', 'constraint_node', 'compile_constraint']
 
 # %% ../nbs/07a_structured.ipynb #d6284dd1
 def chars(ranges, neg=False) -> tuple:
@@ -299,12 +300,22 @@ class Vocab:
         self.cols = [grid[a:, p] for p, a in enumerate(self.starts)]   # position p's bytes (views of the grid)
 
 # %% ../nbs/07a_structured.ipynb #dbe5d4c6
+class Automaton(NamedTuple):
+    "A constraint's DFA over bytes, apart from any vocabulary."
+    byte_class: np.ndarray   # [256]: each byte's class
+    table: np.ndarray        # [states, classes]: the next state (0 dead, 1 start)
+    accepting: np.ndarray    # [states]: may the text end here?
+
+def automaton(node) -> Automaton:
+    nfa = NFA(node)
+    byte_class, sig = byte_classes(nfa.matchers)
+    return Automaton(byte_class, *determinize(nfa, sig))
+
 class TokenDFA:
     "A constraint compiled against a vocabulary: the tokens each state allows, and where each leads."
-    def __init__(self, node, vocab: Vocab, eos_ids, vocab_size: int, keep: int = 256):
-        nfa = NFA(node)
-        self.byte_class, sig = byte_classes(nfa.matchers)
-        self.table, self.accepting = determinize(nfa, sig)
+    def __init__(self, a, vocab: Vocab, eos_ids, vocab_size: int,   # a: an `Automaton`, or a tree to compile
+                 keep: int = 256):
+        self.byte_class, self.table, self.accepting = a if isinstance(a, Automaton) else automaton(a)
         self.vocab, self.eos, self.size, self.keep = vocab, list(eos_ids), vocab_size, keep
         self.cls = [self.byte_class[c] for c in vocab.cols]   # per position, the class of each token's byte there
         self.masks = {}                                        # state -> mask, the `keep` most recent
@@ -504,3 +515,11 @@ def constraint_node(spec: dict) -> tuple:
         try: v = json.loads(v)
         except json.JSONDecodeError as e: raise ValueError(f"json: the schema is not valid JSON ({e})") from None
     return schema_node(v)
+
+@functools.lru_cache(16)
+def _compiled(key: str) -> Automaton: return automaton(constraint_node(json.loads(key)))
+
+def compile_constraint(spec: dict) -> Automaton:
+    "The `Automaton` of a `structured_outputs` spec (the last 16 kept); a ValueError says why it has none."
+    try: return _compiled(json.dumps(spec))     # keys in their order: a schema's properties are written in it
+    except ValueError as e: raise ValueError(f"structured_outputs: {e}") from None
