@@ -882,7 +882,7 @@ class _Uvicorn(uvicorn.Server):
     "uvicorn's server; on Ctrl-C the engine stops `grace` seconds later, failing the requests left."
     def __init__(self, server: Server, grace: float, **kw):
         super().__init__(uvicorn.Config(server.app, log_level='warning',
-                                        timeout_graceful_shutdown=grace + 2, **kw))
+                                        timeout_graceful_shutdown=grace + 10, **kw))   # time to say so
         self.stop_engine = threading.Timer(grace, server.engine.stop)
         self.stop_engine.daemon = True
 
