@@ -12,7 +12,7 @@ from .sampling import SamplingParams
 from .outputs import CompletionOutput, RequestMetrics, RequestOutput, StreamOutput
 from .engine import EngineConfig, LLMEngine, is_token_ids
 from .tokenizer import chat_prompt
-from .structured import compile_constraint
+from .structured import Automaton, compile_constraint
 
 # %% auto #0
 __all__ = ['engine_config', 'LLM', 'normalize_prompts']
@@ -96,20 +96,25 @@ def _error_output(rid, prompt, error, n: int = 1) -> RequestOutput:
     return RequestOutput(rid, text, ids, comps, True, error, RequestMetrics(time.perf_counter()))
 
 # %% ../nbs/09a_llm.ipynb #612cb942
+def _compiled(sp):
+    "The automaton of a request's structured output (None without one), or the error that refuses it."
+    spec = getattr(sp, 'structured_outputs', None)
+    try: return spec and compile_constraint(spec)
+    except ValueError as e: return e
+
 @patch
 def _submit(self: LLM, prompts, params, stream: bool) -> list:
     "Add each prompt to the engine: per prompt its request id and, if the engine refused it, its error."
-    out = []
-    specs = [s for sp in params if (s := getattr(sp, 'structured_outputs', None))]
-    if specs: self._engine().token_layout()         # made and compiled (and kept) before the lock
-    for spec in specs:
-        try: compile_constraint(spec)
-        except (TypeError, ValueError): pass        # add_request refuses it, below
+    out, pre = [], [_compiled(sp) for sp in params]       # before the lock: other callers' steps go on
+    if any(isinstance(a, Automaton) for a in pre): self._engine().token_layout()
     with self._lock:
         eng = self._engine()
-        for p, sp in zip(prompts, params):
+        for p, sp, a in zip(prompts, params, pre):
             rid = next(self._ids)
-            try: out.append((eng.add_request(rid, p, sp, stream), None))
+            try:
+                if isinstance(a, ValueError): raise a
+                if a: eng.constraint(sp.structured_outputs, a)
+                out.append((eng.add_request(rid, p, sp, stream), None))
             except (TypeError, ValueError) as e:
                 out.append((rid, _error_output(rid, p, str(e), getattr(sp, 'n', 1))))
     return out

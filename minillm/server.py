@@ -362,7 +362,9 @@ def tool_choice(body: dict, chat: bool) -> tuple:
         raise APIError(f"parallel_tool_calls must be a bool, got {par!r}", 'parallel_tool_calls')
     _check_choice(choice, tools, chat)
     if not tools or choice == 'none': return None, None, None
-    if choice == 'required': return 'required', None, {'json': _calls_schema(tools, par is not False)}
+    if choice == 'required':
+        try: return 'required', None, {'json': _calls_schema(tools, par is not False)}
+        except ValueError as e: raise APIError(f"tools: {e}", 'tools') from None
     if choice in (None, 'auto'): return 'auto', None, None
     name = choice['function'].get('name')
     fn = next((t['function'] for t in tools if t['function']['name'] == name), None)
@@ -579,7 +581,8 @@ async def complete(self: Server, request, chat: bool):
     rids, j, spec = {f"{rid}-{j}": j for j in range(len(prompts))}, None, params[0].structured_outputs
     try:   # a structured output is compiled in the tokenizer thread: neither the engine nor the event loop waits
         compiled = spec and await self._off_loop(compile_constraint, spec)
-        for j, (r, ids, p) in enumerate(zip(rids, prompts, params)): await self.engine.add(r, ids, p, q, compiled)
+        for j, (r, ids, p) in enumerate(zip(rids, prompts, params)):   # sent once: the engine keeps it
+            await self.engine.add(r, ids, p, q, compiled if j == 0 else None)
     except Exception as e:
         self.engine.abort(list(rids))
         # shutting down

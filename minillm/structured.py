@@ -507,6 +507,10 @@ def choice_node(choices) -> tuple:
 
 def constraint_node(spec: dict) -> tuple:
     "The syntax tree of `structured_outputs`: `{'json': schema}`, `{'regex': ...}`, `{'choice': [...]}` or `json_object`."
+    try: return _constraint_node(spec)
+    except RecursionError: raise ValueError(f"{next(iter(spec))}: nested too deeply") from None
+
+def _constraint_node(spec: dict) -> tuple:
     (kind, v), = spec.items()
     if kind == 'regex': return parse_regex(v)
     if kind == 'choice': return choice_node(v)
@@ -517,9 +521,13 @@ def constraint_node(spec: dict) -> tuple:
     return schema_node(v)
 
 @functools.lru_cache(16)
-def _compiled(key: str) -> Automaton: return automaton(constraint_node(json.loads(key)))
+def _compiled(key: str) -> Automaton | str:        # the automaton, or why there is none (kept too)
+    try: return automaton(constraint_node(json.loads(key)))
+    except (ValueError, RecursionError) as e: return str(e) if isinstance(e, ValueError) else 'nested too deeply'
 
 def compile_constraint(spec: dict) -> Automaton:
     "The `Automaton` of a `structured_outputs` spec (the last 16 kept); a ValueError says why it has none."
-    try: return _compiled(json.dumps(spec))     # keys in their order: a schema's properties are written in it
-    except ValueError as e: raise ValueError(f"structured_outputs: {e}") from None
+    try: a = _compiled(json.dumps(spec))        # keys in their order: a schema's properties are written in it
+    except TypeError as e: a = f"not JSON: {e}"
+    if isinstance(a, str): raise ValueError(f"structured_outputs: {a}")
+    return a

@@ -260,7 +260,11 @@ def parse_tool_calls(text: str) -> tuple:
 THINK, END_THINK = '<think>', '</think>'          # where Qwen3 (and DeepSeek-R1) think
 REASONING_PARSERS = ('qwen3', 'deepseek_r1')     # vLLM's names for models that think in these tags
 
-def think_state(tok, ids) -> str | None:
-    "Where a prompt leaves its reply: 'open' (it ends with <think>), 'closed' (with </think>), or None."
-    tail = tok.decode(list(ids[-8:])).rstrip()
-    return 'open' if tail.endswith(THINK) else 'closed' if tail.endswith(END_THINK) else None
+_TURN = re.compile(r'<[|｜][^|｜\s]{1,40}[|｜]>')          # a chat template's markers: <|im_end|>, <｜Assistant｜>
+
+def think_state(tok, ids, window: int = 2048) -> str | None:
+    "Where a prompt leaves its reply: 'open' (in a think block), 'closed' (after one), or None (no tag in its last turn)."
+    tail = tok.decode(list(ids[-window:]))
+    turn = max((m.end() for m in _TURN.finditer(tail)), default=0)
+    k, e = tail.rfind(THINK), tail.rfind(END_THINK)
+    return None if max(k, e) < turn else 'open' if k > e else 'closed'
