@@ -15,7 +15,8 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from . import __version__
 from .sampling import SamplingParams
 from .structured import compile_constraint, constraint_node, inline_refs
-from .tokenizer import THINK, END_THINK, TOOL_CALL, chat_prompt, check_messages, check_tools, load_tokenizer, parse_tool_calls, think_state
+from .tokenizer import THINK, END_THINK, TOOL_CALL, chat_prompt, check_messages, check_tools, load_tokenizer
+from .tokenizer import parse_tool_calls, think_state
 from .engine import EngineConfig, LLMEngine, check_fits, is_token_ids, truncate_prompt
 
 # %% auto #0

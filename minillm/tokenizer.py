@@ -260,10 +260,10 @@ def parse_tool_calls(text: str) -> tuple:
 THINK, END_THINK = '<think>', '</think>'          # where Qwen3 (and DeepSeek-R1) think
 REASONING_PARSERS = ('qwen3', 'deepseek_r1')     # vLLM's names for models that think in these tags
 
-_TURN = re.compile(r'<[|｜][^|｜\s]{1,40}[|｜]>')          # a chat template's markers: <|im_end|>, <｜Assistant｜>
+_TURN = re.compile(r'<[|｜][^|｜\s]{1,40}[|｜]>')     # a template's markers: <|im_end|>, <｜Assistant｜>
 
 def think_state(tok, ids, window: int = 2048) -> str | None:
-    "Where a prompt leaves its reply: 'open' (in a think block), 'closed' (after one), or None (no tag in its last turn)."
+    "Where a prompt leaves its reply: 'open' (in a think block), 'closed' (after one), or None (no tag in its turn)."
     tail = tok.decode(list(ids[-window:]))
     turn = max((m.end() for m in _TURN.finditer(tail)), default=0)
     k, e = tail.rfind(THINK), tail.rfind(END_THINK)
