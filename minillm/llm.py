@@ -96,7 +96,7 @@ def _error_output(rid, prompt, error, n: int = 1) -> RequestOutput:
     return RequestOutput(rid, text, ids, comps, True, error, RequestMetrics(time.perf_counter()))
 
 # %% ../nbs/09a_llm.ipynb #612cb942
-def _compiled(sp):
+def _precompiled(sp):
     "The automaton of a request's structured output (None without one), or the error that refuses it."
     spec = getattr(sp, 'structured_outputs', None)
     try: return spec and compile_constraint(spec)
@@ -105,7 +105,7 @@ def _compiled(sp):
 @patch
 def _submit(self: LLM, prompts, params, stream: bool) -> list:
     "Add each prompt to the engine: per prompt its request id and, if the engine refused it, its error."
-    out, pre = [], [_compiled(sp) for sp in params]       # before the lock: other callers' steps go on
+    out, pre = [], [_precompiled(sp) for sp in params]       # before the lock: other callers' steps go on
     if any(isinstance(a, Automaton) for a in pre): self._engine().token_layout()
     with self._lock:
         eng = self._engine()
