@@ -446,6 +446,8 @@ class Server:
         self.api_key = api_key
         # tokenizing a long prompt takes a while: one thread of its own keeps the event loop free
         self._tokenizer_thread = ThreadPoolExecutor(1, thread_name_prefix='minillm-tokenizer')
+        # compiling a structured output may take a second: in a thread of its own, prompts do not wait for it
+        self._compile_thread = ThreadPoolExecutor(1, thread_name_prefix='minillm-compile')
         self.app = app = FastAPI(title='minillm', lifespan=self._lifespan)
         v1 = dict(dependencies=[Depends(self._check_key)])
 
@@ -503,7 +505,7 @@ def _check_key(self: Server, request: Request):
 async def _lifespan(self: Server, app):
     yield
     await asyncio.to_thread(self.engine.stop)
-    self._tokenizer_thread.shutdown(wait=False)
+    for t in (self._tokenizer_thread, self._compile_thread): t.shutdown(wait=False)
 
 # %% ../nbs/09b_server.ipynb #9b000018
 async def _body(request) -> dict:
@@ -558,9 +560,9 @@ def _check_model(self: Server, body: dict):
 
 # %% ../nbs/09b_server.ipynb #04963bb2
 @patch
-async def _off_loop(self: Server, fn, *args):
-    "`fn(*args)` in the server's tokenizer thread, awaited: the event loop goes on serving meanwhile."
-    return await asyncio.get_running_loop().run_in_executor(self._tokenizer_thread, fn, *args)
+async def _off_loop(self: Server, fn, *args, thread=None):
+    "`fn(*args)` in `thread` (default: the tokenizer's), awaited: the event loop goes on serving meanwhile."
+    return await asyncio.get_running_loop().run_in_executor(thread or self._tokenizer_thread, fn, *args)
 
 # %% ../nbs/09b_server.ipynb #4f90e707
 @patch
@@ -580,8 +582,8 @@ async def complete(self: Server, request, chat: bool):
     params, prompts = zip(*[make_params(kw, ids, self.engine.max_model_len) for ids in prompts])
     rid, q = f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}", asyncio.Queue()
     rids, j, spec = {f"{rid}-{j}": j for j in range(len(prompts))}, None, params[0].structured_outputs
-    try:   # a structured output is compiled in the tokenizer thread: neither the engine nor the event loop waits
-        compiled = spec and await self._off_loop(compile_constraint, spec)
+    try:   # a structured output is compiled in a thread: neither the engine nor the event loop waits
+        compiled = spec and await self._off_loop(compile_constraint, spec, thread=self._compile_thread)
         for j, (r, ids, p) in enumerate(zip(rids, prompts, params)):   # sent once: the engine keeps it
             await self.engine.add(r, ids, p, q, compiled if j == 0 else None)
     except Exception as e:
@@ -606,8 +608,8 @@ async def complete(self: Server, request, chat: bool):
     elif chat: texts = [last['content'] if last['role'] == role else '']   # the last message, if of that role
     else:      # decoded off the event loop, as prompts are encoded: a long one would hold up every stream
         texts = await self._off_loop(lambda: [self.engine.tokenizer.decode(p) for p in prompts])
-    thinking = None if not (chat and self.engine.reasoning_parser) else [
-        think_state(self.engine.tokenizer, p) == 'open' for p in prompts]
+    thinking = None if not (chat and self.engine.reasoning_parser) else await self._off_loop(
+        lambda: [think_state(self.engine.tokenizer, p) == 'open' for p in prompts])
     call = _Call(self, rid, chat, rids, params, prompts, q, texts, role, tools, parallel, name, thinking)
     if body.get('stream'):
         so = body.get('stream_options') or {}
