@@ -54,34 +54,39 @@ class EngineConfig:
     speculative_max_batch: int = 16     # larger decode steps run without speculation
     reasoning_parser: str | None = None  # 'qwen3', 'deepseek_r1': a structured output begins once thinking ends
 
-    def __post_init__(self):
-        for k in ('overlap', 'enable_prefix_caching'):
-            if not isinstance(getattr(self, k), bool):
-                raise ValueError(f"{k} must be a bool, got {getattr(self, k)!r}")
-        if self.seed is not None and not _is_int(self.seed):
-            raise ValueError(f"seed must be None or an int, got {self.seed!r}")
-        choices = dict(attention_backend=('auto', 'torch', 'triton'),
-                       cuda_graphs=('auto', 'on', 'off', 'emulate'),
-                       reasoning_parser=(None, *REASONING_PARSERS))
-        for k, ok in choices.items():
-            v = getattr(self, k)
-            if v not in ok:
-                raise ValueError(f"{k} must be one of {', '.join(map(repr, ok))}, got {v!r}")
-        lows = dict(block_size=1, max_num_seqs=1, speculative_tokens=0, max_logprobs=0,
-                    prompt_lookup_max=1, prompt_lookup_min=1, speculative_max_batch=1)
-        for k, lo in lows.items():
-            v = getattr(self, k)
-            if not _is_int(v) or v < lo: raise ValueError(f"{k} must be an int >= {lo}, got {v!r}")
-        lo, hi = self.prompt_lookup_min, self.prompt_lookup_max
-        if lo > hi:
-            raise ValueError(f"prompt_lookup_min ({lo}) must be <= prompt_lookup_max ({hi})")
-        for k in ('max_model_len', 'num_kv_blocks', 'max_num_batched_tokens'):
-            v = getattr(self, k)
-            if v is not None and (not _is_int(v) or v < 1):
-                raise ValueError(f"{k} must be None or an int >= 1, got {v!r}")
-        if not 0 < self.gpu_memory_utilization <= 1:
-            raise ValueError(f"gpu_memory_utilization must be in (0, 1], "
-                             f"got {self.gpu_memory_utilization!r}")
+    def __post_init__(self): self._check()      # below
+
+# %% ../nbs/09_engine.ipynb #7886b1e0
+@patch
+def _check(self: EngineConfig):
+    "Check every setting, naming the first that is wrong and what it allows."
+    for k in ('overlap', 'enable_prefix_caching'):
+        if not isinstance(getattr(self, k), bool):
+            raise ValueError(f"{k} must be a bool, got {getattr(self, k)!r}")
+    if self.seed is not None and not _is_int(self.seed):
+        raise ValueError(f"seed must be None or an int, got {self.seed!r}")
+    choices = dict(attention_backend=('auto', 'torch', 'triton'),
+                   cuda_graphs=('auto', 'on', 'off', 'emulate'),
+                   reasoning_parser=(None, *REASONING_PARSERS))
+    for k, ok in choices.items():
+        v = getattr(self, k)
+        if v not in ok:
+            raise ValueError(f"{k} must be one of {', '.join(map(repr, ok))}, got {v!r}")
+    lows = dict(block_size=1, max_num_seqs=1, speculative_tokens=0, max_logprobs=0,
+                prompt_lookup_max=1, prompt_lookup_min=1, speculative_max_batch=1)
+    for k, lo in lows.items():
+        v = getattr(self, k)
+        if not _is_int(v) or v < lo: raise ValueError(f"{k} must be an int >= {lo}, got {v!r}")
+    lo, hi = self.prompt_lookup_min, self.prompt_lookup_max
+    if lo > hi:
+        raise ValueError(f"prompt_lookup_min ({lo}) must be <= prompt_lookup_max ({hi})")
+    for k in ('max_model_len', 'num_kv_blocks', 'max_num_batched_tokens'):
+        v = getattr(self, k)
+        if v is not None and (not _is_int(v) or v < 1):
+            raise ValueError(f"{k} must be None or an int >= 1, got {v!r}")
+    if not 0 < self.gpu_memory_utilization <= 1:
+        raise ValueError(f"gpu_memory_utilization must be in (0, 1], "
+                         f"got {self.gpu_memory_utilization!r}")
 
 # %% ../nbs/09_engine.ipynb #e0a10002
 # name -> (chapter, setup(engine)), added by later chapters' modules, run in chapter order
@@ -217,14 +222,7 @@ class LLMEngine:
             self.config = c = replace(c, max_num_batched_tokens=16384 if big else 8192)
         self.model = load_model(c.model, c.dtype, self.device, c.quantization)
         self.tokenizer = load_tokenizer(self.model.path)
-        self.eos_token_ids = self._eos_ids()
-        self.think = None             # with a reasoning parser: the tokens that open and end thinking
-        if c.reasoning_parser:
-            ids = [self.tokenizer.encode(t) for t in (THINK, END_THINK)]
-            if any(len(t) != 1 for t in ids):
-                raise ValueError(f"reasoning_parser {c.reasoning_parser!r} needs {THINK} and {END_THINK} to be "
-                                 f"tokens of this model's tokenizer, got {ids}")
-            self.think = ids[0][0], ids[1][0]
+        self.eos_token_ids, self.think = self._eos_ids(), self._think_ids()
         mpe = self.model.config.max_position_embeddings
         if c.max_model_len and c.max_model_len > mpe:
             raise ValueError(f"max_model_len ({c.max_model_len}) exceeds the model's "
@@ -260,6 +258,16 @@ def _eos_ids(self: LLMEngine):
         e = json.loads(gen.read_text()).get('eos_token_id')
         ids += e if isinstance(e, list) else [] if e is None else [e]
     return tuple(dict.fromkeys(ids or self.tokenizer.eos_token_ids))
+
+@patch
+def _think_ids(self: LLMEngine) -> tuple | None:
+    "With a reasoning parser, the token ids of `<think>` and `</think>`; else None."
+    if not self.config.reasoning_parser: return None
+    ids = [self.tokenizer.encode(t) for t in (THINK, END_THINK)]
+    if any(len(t) != 1 for t in ids):
+        raise ValueError(f"reasoning_parser {self.config.reasoning_parser!r} needs {THINK} and {END_THINK} "
+                         f"to be tokens of this model's tokenizer, got {ids}")
+    return ids[0][0], ids[1][0]
 
 # %% ../nbs/09_engine.ipynb #16f6e737
 def activation_reserve(cfg, tokens: int, dtype) -> int:
@@ -386,18 +394,13 @@ def constraint(self: LLMEngine, spec: dict,
         self.constraints[key] = dfa
     return self.constraints[key]
 
-# %% ../nbs/09_engine.ipynb #2934486d
+# %% ../nbs/09_engine.ipynb #37e999de
 @patch
-def add_request(self: LLMEngine,
-                request_id,   # any hashable id, unique among unfinished requests
-                prompt,       # a str, or a list of token ids
-                params: SamplingParams | None = None,
-                stream: bool = False):   # return increments every step, not one final output
-    "Queue `prompt` under `request_id`: it joins the running batch at the next step."
+def _check_params(self: LLMEngine, params: SamplingParams | None) -> SamplingParams:
+    "`params` (None: the defaults) checked against this engine, with their bad words as token sequences."
     params = SamplingParams() if params is None else params
     if not isinstance(params, SamplingParams):
         raise TypeError(f"sampling_params must be SamplingParams, got {type(params).__name__}")
-    if request_id in self.requests: raise ValueError(f"request_id {request_id!r} is already in use")
     for name, k in (('logprobs', params.logprobs), ('prompt_logprobs', params.prompt_logprobs)):
         if k is not None and k > self.config.max_logprobs:
             raise ValueError(f"{name} ({k}) exceeds this engine's max_logprobs "
@@ -413,6 +416,18 @@ def add_request(self: LLMEngine,
     if allowed and set(allowed) <= masked:
         raise ValueError("allowed_token_ids holds only tokens that bad words or min_tokens (eos, stop_token_ids) "
                          "mask: no token could be chosen")
+    return params
+
+# %% ../nbs/09_engine.ipynb #2934486d
+@patch
+def add_request(self: LLMEngine,
+                request_id,   # any hashable id, unique among unfinished requests
+                prompt,       # a str, or a list of token ids
+                params: SamplingParams | None = None,
+                stream: bool = False):   # return increments every step, not one final output
+    "Queue `prompt` under `request_id`: it joins the running batch at the next step."
+    params = self._check_params(params)
+    if request_id in self.requests: raise ValueError(f"request_id {request_id!r} is already in use")
     ids, now = self._prompt_ids(prompt, params), time.perf_counter()
     if params.max_tokens is None:                 # the context the prompt leaves
         room = self.max_model_len - len(ids)

@@ -129,52 +129,57 @@ class SamplingParams:
     # or {'json_object': True} (structured outputs chapter)
     structured_outputs: dict | None = None
 
-    def __post_init__(self):
-        inf = math.inf
-        self.n = _int('n', self.n, lambda v: v >= 1, "an int >= 1")
-        self.temperature = _real('temperature', self.temperature, 0, inf, hi_open=True)
-        self.top_p = _real('top_p', self.top_p, 0, 1, lo_open=True)
-        self.top_k = _int('top_k', self.top_k, lambda v: v >= -1,
-                          "an int: -1 or 0 (disabled) or >= 1")
-        self.min_p = _real('min_p', self.min_p, 0, 1)
-        self.repetition_penalty = _real('repetition_penalty', self.repetition_penalty,
-                                        0, inf, True, True)
-        self.presence_penalty = _real('presence_penalty', self.presence_penalty, -2, 2)
-        self.frequency_penalty = _real('frequency_penalty', self.frequency_penalty, -2, 2)
-        if self.seed is not None:
-            self.seed = _int('seed', self.seed, lambda v: -2**63 <= v < 2**64,
-                             "None or an int in [-2**63, 2**64)")
-        if self.max_tokens is not None:
-            self.max_tokens = _int('max_tokens', self.max_tokens, lambda v: v >= 1, "None or an int >= 1")
-        self.min_tokens = _int('min_tokens', self.min_tokens, lambda v: v >= 0, "an int >= 0")
-        if self.max_tokens is not None and self.min_tokens > self.max_tokens:
-            raise ValueError(f"min_tokens must be <= max_tokens ({self.max_tokens}), "
-                             f"got {self.min_tokens}")
-        self.stop, self.stop_token_ids = _stops(self.stop), _token_ids(self.stop_token_ids)
-        self.ignore_eos = _bool('ignore_eos', self.ignore_eos)
-        if self.logprobs is not None:
-            self.logprobs = _int('logprobs', self.logprobs, lambda v: v >= 0, "None or an int >= 0")
-        if self.prompt_logprobs is not None:
-            self.prompt_logprobs = _int('prompt_logprobs', self.prompt_logprobs, lambda v: v >= 0,
-                                        "None or an int >= 0")
-        self.skip_special_tokens = _bool('skip_special_tokens', self.skip_special_tokens)
-        self.logit_bias = _bias(self.logit_bias)
-        if self.allowed_token_ids is not None:
-            self.allowed_token_ids = _token_ids(self.allowed_token_ids, 'allowed_token_ids')
-            if not self.allowed_token_ids: raise ValueError("allowed_token_ids must not be empty")
-        self.include_stop_str_in_output = _bool('include_stop_str_in_output',
-                                                self.include_stop_str_in_output)
-        if self.truncate_prompt_tokens is not None:
-            self.truncate_prompt_tokens = _int('truncate_prompt_tokens', self.truncate_prompt_tokens,
-                                               lambda v: v == -1 or v >= 1, "None, -1 or an int >= 1")
-        self.bad_words = _stops(self.bad_words, 'bad_words') or None
-        if any(not w.strip() for w in self.bad_words or ()):
-            raise ValueError(f"bad_words must be words with text, not blanks, got {self.bad_words!r}")
-        self.bad_words_token_ids = _sequences(self.bad_words_token_ids, 'bad_words_token_ids')
-        self.structured_outputs = _structured(self.structured_outputs)
-        if self.structured_outputs and (self.min_tokens or self.allowed_token_ids):
-            raise ValueError("structured_outputs cannot be combined with min_tokens or allowed_token_ids: where "
-                             "the constraint allows only the end, or none of the allowed tokens, nothing could be chosen")
+    def __post_init__(self): self._check()      # below: each field checked and normalised
+
+# %% ../nbs/07_sampling.ipynb #3c561f94
+@patch
+def _check(self: SamplingParams):
+    "Check and normalise every field, naming the first that is wrong and what it allows."
+    inf = math.inf
+    self.n = _int('n', self.n, lambda v: v >= 1, "an int >= 1")
+    self.temperature = _real('temperature', self.temperature, 0, inf, hi_open=True)
+    self.top_p = _real('top_p', self.top_p, 0, 1, lo_open=True)
+    self.top_k = _int('top_k', self.top_k, lambda v: v >= -1,
+                      "an int: -1 or 0 (disabled) or >= 1")
+    self.min_p = _real('min_p', self.min_p, 0, 1)
+    self.repetition_penalty = _real('repetition_penalty', self.repetition_penalty,
+                                    0, inf, True, True)
+    self.presence_penalty = _real('presence_penalty', self.presence_penalty, -2, 2)
+    self.frequency_penalty = _real('frequency_penalty', self.frequency_penalty, -2, 2)
+    if self.seed is not None:
+        self.seed = _int('seed', self.seed, lambda v: -2**63 <= v < 2**64,
+                         "None or an int in [-2**63, 2**64)")
+    if self.max_tokens is not None:
+        self.max_tokens = _int('max_tokens', self.max_tokens, lambda v: v >= 1, "None or an int >= 1")
+    self.min_tokens = _int('min_tokens', self.min_tokens, lambda v: v >= 0, "an int >= 0")
+    if self.max_tokens is not None and self.min_tokens > self.max_tokens:
+        raise ValueError(f"min_tokens must be <= max_tokens ({self.max_tokens}), "
+                         f"got {self.min_tokens}")
+    self.stop, self.stop_token_ids = _stops(self.stop), _token_ids(self.stop_token_ids)
+    self.ignore_eos = _bool('ignore_eos', self.ignore_eos)
+    if self.logprobs is not None:
+        self.logprobs = _int('logprobs', self.logprobs, lambda v: v >= 0, "None or an int >= 0")
+    if self.prompt_logprobs is not None:
+        self.prompt_logprobs = _int('prompt_logprobs', self.prompt_logprobs, lambda v: v >= 0,
+                                    "None or an int >= 0")
+    self.skip_special_tokens = _bool('skip_special_tokens', self.skip_special_tokens)
+    self.logit_bias = _bias(self.logit_bias)
+    if self.allowed_token_ids is not None:
+        self.allowed_token_ids = _token_ids(self.allowed_token_ids, 'allowed_token_ids')
+        if not self.allowed_token_ids: raise ValueError("allowed_token_ids must not be empty")
+    self.include_stop_str_in_output = _bool('include_stop_str_in_output',
+                                            self.include_stop_str_in_output)
+    if self.truncate_prompt_tokens is not None:
+        self.truncate_prompt_tokens = _int('truncate_prompt_tokens', self.truncate_prompt_tokens,
+                                           lambda v: v == -1 or v >= 1, "None, -1 or an int >= 1")
+    self.bad_words = _stops(self.bad_words, 'bad_words') or None
+    if any(not w.strip() for w in self.bad_words or ()):
+        raise ValueError(f"bad_words must be words with text, not blanks, got {self.bad_words!r}")
+    self.bad_words_token_ids = _sequences(self.bad_words_token_ids, 'bad_words_token_ids')
+    self.structured_outputs = _structured(self.structured_outputs)
+    if self.structured_outputs and (self.min_tokens or self.allowed_token_ids):
+        raise ValueError("structured_outputs cannot be combined with min_tokens or allowed_token_ids: where "
+                         "the constraint allows only the end, or none of the allowed tokens, nothing could be chosen")
 
 # %% ../nbs/07_sampling.ipynb #384ac61e
 @patch(as_prop=True)

@@ -564,6 +564,20 @@ async def _off_loop(self: Server, fn, *args, thread=None):
     "`fn(*args)` in `thread` (default: the tokenizer's), awaited: the event loop goes on serving meanwhile."
     return await asyncio.get_running_loop().run_in_executor(thread or self._tokenizer_thread, fn, *args)
 
+# %% ../nbs/09b_server.ipynb #97c01466
+def _refusal(e: Exception, body: dict, chat: bool,
+             j: int | None, n: int) -> APIError:   # the prompt being added when it happened, of n
+    "The API error of what the engine refused (`e`), naming the field of `body` at fault, as the client sent it."
+    if isinstance(e, RuntimeError): return APIError(str(e), status=503)     # shutting down
+    which = f"prompt {j} of {n}: " if j is not None and n > 1 else ''
+    fields = ('max_tokens', 'logit_bias', 'allowed_token_ids', 'bad_words', 'logprobs', 'structured_outputs')
+    named = [k for k in fields if k in str(e)]
+    param, msg = named[0] if named else 'messages' if chat else 'prompt', str(e)
+    if param == 'structured_outputs':                  # named as the client asked for it
+        param = structured_outputs(body)[1] or 'tool_choice'
+        msg = msg.replace('structured_outputs', param, 1)
+    return APIError(which + msg, param)
+
 # %% ../nbs/09b_server.ipynb #4f90e707
 @patch
 async def complete(self: Server, request, chat: bool):
@@ -588,18 +602,8 @@ async def complete(self: Server, request, chat: bool):
             await self.engine.add(r, ids, p, q, compiled if j == 0 else None)
     except Exception as e:
         self.engine.abort(list(rids))
-        # shutting down
-        if isinstance(e, RuntimeError): raise APIError(str(e), status=503) from None
-        if not isinstance(e, (ValueError, TypeError)): raise    # a bug: the app's 500 handler answers it
-        which = f"prompt {j} of {len(prompts)}: " if j is not None and len(prompts) > 1 else ''   # which one
-        fields = ('max_tokens', 'logit_bias', 'allowed_token_ids', 'bad_words', 'logprobs', 'structured_outputs')
-        named = [k for k in fields if k in str(e)]
-        param = named[0] if named else 'messages' if chat else 'prompt'
-        msg = str(e)
-        if param == 'structured_outputs':                  # named as the client asked for it
-            param = structured_outputs(body)[1] or 'tool_choice'
-            msg = msg.replace('structured_outputs', param, 1)
-        raise APIError(which + msg, param) from None
+        if not isinstance(e, (RuntimeError, ValueError, TypeError)): raise    # a bug: the 500 handler answers it
+        raise _refusal(e, body, chat, j, len(prompts)) from None
     # a chat's reply takes the assistant's role, or without a generation prompt the last message's, as in vLLM
     gen = not chat or _generation_prompt(body)
     last = check_messages(body['messages'])[-1] if chat and (echo or not gen) else None
