@@ -378,7 +378,7 @@ def prompt_logprobs(model, ids: list, k: int, rows: int = 256) -> list:
 # %% ../nbs/09_engine.ipynb #8254463d
 @patch
 def token_layout(self: LLMEngine) -> Vocab:
-    "The vocabulary laid out for structured outputs, on first use (a third of a second for Qwen's: chapter 07a)."
+    "The vocabulary laid out for structured outputs, on first use (half a second for Qwen's: chapter 07a)."
     if self.vocab is None: self.vocab = Vocab(token_bytes(self.tokenizer))
     return self.vocab
 

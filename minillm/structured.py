@@ -290,14 +290,27 @@ def token_bytes(tok) -> list:
 
 # %% ../nbs/07a_structured.ipynb #491caac3
 class Vocab:
-    "A vocabulary's tokens, laid out to walk every token through a DFA a byte position at a time."
+    "A vocabulary's tokens as a trie, a level per byte position, to walk every token through a DFA at once."
     def __init__(self, pieces: list):   # per token id its bytes, or None (never chosen under a constraint)
-        ids = sorted((i for i, t in enumerate(pieces) if t), key=lambda i: len(pieces[i]))
+        ids = sorted((i for i, t in enumerate(pieces) if t), key=pieces.__getitem__)    # in byte order
         self.ids, self.pieces = np.array(ids, dtype=np.int64), pieces
-        lens, L = np.array([len(pieces[i]) for i in ids]), max(len(pieces[i]) for i in ids)
+        lens = np.array([len(pieces[i]) for i in ids])
+        L = int(lens.max())
         grid = np.frombuffer(b''.join(pieces[i].ljust(L, b'\0') for i in ids), np.uint8).reshape(-1, L)
-        self.starts = [int(np.searchsorted(lens, p, side='right')) for p in range(L)]
-        self.cols = [grid[a:, p] for p, a in enumerate(self.starts)]   # position p's bytes (views of the grid)
+        diff = np.vstack([np.ones((1, L), bool), grid[1:] != grid[:-1]])
+        # how many bytes each token shares with the one before it
+        shared = np.minimum(diff.argmax(1), np.r_[0, np.minimum(lens[1:], lens[:-1])])
+        self.bytes, self.parent, self.ends = [], [], []
+        has = np.arange(len(ids))                     # the tokens with a byte at p, and their nodes at p - 1
+        for p in range(L):
+            if p: keep = lens[has] > p; has, above = has[keep], node[keep]
+            new = shared[has] <= p                   # whose first p + 1 bytes are a node not seen before
+            if p: self.parent.append(above[new])
+            self.bytes.append(grid[has[new], p])
+            node, end = np.cumsum(new) - 1, lens[has] == p + 1
+            self.ends.append((has[end], node[end]))   # the tokens that end at this level, and their nodes
+        # the children of node j of level p: nodes kids[p][j] to kids[p][j + 1] - 1 of level p + 1
+        self.kids = [np.searchsorted(par, np.arange(len(b) + 1)) for par, b in zip(self.parent, self.bytes)]
 
 # %% ../nbs/07a_structured.ipynb #dbe5d4c6
 class Automaton(NamedTuple):
@@ -317,16 +330,33 @@ class TokenDFA:
                  keep: int = 256):
         self.byte_class, self.table, self.accepting = a if isinstance(a, Automaton) else automaton(a)
         self.vocab, self.eos, self.size, self.keep = vocab, list(eos_ids), vocab_size, keep
-        self.cls = [self.byte_class[c] for c in vocab.cols]   # per position, the class of each token's byte there
+        self.cls = [self.byte_class[b] for b in vocab.bytes]   # per level, the class of each node's byte
         self.masks = {}                                        # state -> mask, the `keep` most recent
 
 # %% ../nbs/07a_structured.ipynb #2d7cb35e
+def _ranges(a, b) -> np.ndarray:
+    "`range(a[i], b[i])` for each i, one after the other."
+    n = b - a
+    return np.repeat(a - np.cumsum(n) + n, n) + np.arange(n.sum())
+
 @patch
 def walk(self: TokenDFA, s: int) -> np.ndarray:
     "The state each token (in `vocab.ids`' order) leads to from state `s`; 0 where it breaks the constraint."
-    cur = np.full(len(self.vocab.ids), s, dtype=np.int32)
-    for a, c in zip(self.vocab.starts, self.cls): cur[a:] = self.table[cur[a:], c]
-    return cur
+    v, out = self.vocab, np.zeros(len(self.vocab.ids), dtype=np.int32)
+    cur = self.table[s, self.cls[0]]                               # the state at each node of the level
+    for p, c in enumerate(self.cls):
+        if p:
+            live = np.flatnonzero(cur)
+            if not len(live): break
+            if len(live) * 8 > len(cur): cur = self.table[cur[v.parent[p - 1]], c]   # many live: every node
+            else:                                                  # few: the children of the live ones
+                a, b = v.kids[p - 1][live], v.kids[p - 1][live + 1]
+                kids, nxt = _ranges(a, b), np.zeros(len(c), dtype=np.int32)
+                nxt[kids] = self.table[np.repeat(cur[live], b - a), c[kids]]
+                cur = nxt
+        end, node = v.ends[p]
+        out[end] = cur[node]
+    return out
 
 @patch
 def mask(self: TokenDFA, s: int) -> torch.Tensor:
