@@ -612,8 +612,8 @@ async def complete(self: Server, request, chat: bool):
     elif chat: texts = [last['content'] if last['role'] == role else '']   # the last message, if of that role
     else:      # decoded off the event loop, as prompts are encoded: a long one would hold up every stream
         texts = await self._off_loop(lambda: [self.engine.tokenizer.decode(p) for p in prompts])
-    thinking = None if not (chat and self.engine.reasoning_parser) else await self._off_loop(
-        lambda: [think_state(self.engine.tokenizer, p) == 'open' for p in prompts])
+    thinking = None if not (chat and self.engine.reasoning_parser) else [
+        think_state(self.engine.tokenizer, p) == 'open' for p in prompts]
     call = _Call(self, rid, chat, rids, params, prompts, q, texts, role, tools, parallel, name, thinking)
     if body.get('stream'):
         so = body.get('stream_options') or {}
