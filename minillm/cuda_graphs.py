@@ -140,7 +140,7 @@ class OverlapStep(PlainStep):
         in flight) or runs known tokens, each row on the device?"""
         known = all(not s.pending or (n == 1 and s.num_computed + 1 == s.num_tokens)
                     for s, n in scheduled)
-        rows = all(on_device(s.params, s.output_ids) for s, _ in scheduled)
+        rows = all(on_device(s.params, s.output_ids, structured=True) for s, _ in scheduled)
         return engine.config.overlap and len(scheduled) > 0 and known and rows
 
 # %% ../nbs/11_cuda_graphs.ipynb #e23be7d3
@@ -168,6 +168,10 @@ def step(self: OverlapStep, engine, scheduled):
     chosen = r.graphs.samples(batch) and all(in_kernel(s.params, s.output_ids)
                                              for s in batch.samplers)
     if not chosen:
+        if last is not None and any(s.guide for s in batch.samplers):
+            # a structured row's mask follows its last token: read the step in flight while this one runs
+            self._read(engine, last)
+            last = pending = None
         tokens = engine.sample(logits, batch.samplers, out=tokens, pending=pending).tokens
     self.turn ^= 1
     self.host[self.turn, :n].copy_(tokens, non_blocking=True)

@@ -384,11 +384,13 @@ def penalised(p) -> bool:
     "Does the row apply a repetition, presence or frequency penalty?"
     return p.repetition_penalty != 1 or p.presence_penalty != 0 or p.frequency_penalty != 0
 
-def on_device(p, out) -> bool:
+def on_device(p, out,
+              structured: bool = False) -> bool:   # may it have a structured output (a mask from the host)?
     """A row the device can choose given its history's counts: no logprobs, no logit bias, allowed list,
     bad words or structured output, min_tokens reached (`out`: its output)."""
     return (p.logprobs is None and p.logit_bias is None and p.allowed_token_ids is None
-            and p.bad_words_token_ids is None and p.structured_outputs is None and len(out) >= p.min_tokens)
+            and p.bad_words_token_ids is None and (structured or p.structured_outputs is None)
+            and len(out) >= p.min_tokens)
 
 def simple(p, out) -> bool:
     "A row that needs nothing of its history: on the device and no penalty."
@@ -518,7 +520,7 @@ def sample(logits,             # `[B, V]` raw logits, one row per token to choos
            keys,               # B keys from `sample_key`, or None for the shared stream
            eos_token_ids=(),   # masked until min_tokens
            generator=None,     # the shared stream; None: torch's default generator
-           out=None,           # `[B]` long tensor for the tokens of a batch of simple rows
+           out=None,           # `[B]` long tensor to write the tokens into
            simple_sampler=sample_simple,   # what samples a batch of simple rows
            # `(PenaltyCounts, slots, pending)`: penalties from device counts
            penalties=None,
@@ -550,4 +552,5 @@ def sample(logits,             # `[B, V]` raw logits, one row per token to choos
     if idx:
         sub = x if len(idx) == B else x[idx]                                              # [S, V]
         tokens[idx] = random_sample(sub.softmax(-1), [keys[i] for i in idx], generator)
+    if out is not None: tokens = out.copy_(tokens)
     return SamplerOutput(tokens, compute_logprobs(logits, params, tokens))

@@ -14,8 +14,8 @@ from .tokenizer import QWEN_SPECIAL_START, QwenTiktokenizer
 # %% auto #0
 __all__ = ['MAX_NFA', 'MAX_DFA', 'WS', 'CHAR', 'STRING', 'INTEGER', 'NUMBER', 'JSON_DEPTH', 'FORMATS', 'UNSUPPORTED', 'chars',
            'lit', 'seq', 'alt', 'rep', 'opt', 'sep', 'RegexParser', 'parse_regex', 'utf8_sequences', 'NFA',
-           'byte_classes', 'determinize', 'token_bytes', 'Vocab', 'Automaton', 'automaton', 'TokenDFA', 'Guide',
-           'any_json', 'schema_node', 'inline_refs', 'choice_node', 'constraint_node', 'compile_constraint']
+           'byte_classes', 'determinize', 'token_bytes', 'Vocab', 'Automaton', 'automaton', 'TokenDFA', 'unpack_mask',
+           'Guide', 'any_json', 'schema_node', 'inline_refs', 'choice_node', 'constraint_node', 'compile_constraint']
 
 # %% ../nbs/07a_structured.ipynb #d6284dd1
 def chars(ranges, neg=False) -> tuple:
@@ -293,13 +293,15 @@ class Vocab:
     "A vocabulary's tokens as a trie, a level per byte position, to walk every token through a DFA at once."
     def __init__(self, pieces: list):   # per token id its bytes, or None (never chosen under a constraint)
         ids = sorted((i for i, t in enumerate(pieces) if t), key=pieces.__getitem__)    # in byte order
+        if not ids: raise ValueError("structured_outputs: no token of this tokenizer could be read as bytes")
         self.ids, self.pieces = np.array(ids, dtype=np.int64), pieces
         lens = np.array([len(pieces[i]) for i in ids])
         L = int(lens.max())
         grid = np.frombuffer(b''.join(pieces[i].ljust(L, b'\0') for i in ids), np.uint8).reshape(-1, L)
         diff = np.vstack([np.ones((1, L), bool), grid[1:] != grid[:-1]])
         # how many bytes each token shares with the one before it
-        shared = np.minimum(diff.argmax(1), np.r_[0, np.minimum(lens[1:], lens[:-1])])
+        first = np.where(diff.any(1), diff.argmax(1), L)   # the first byte where it differs (padding included)
+        shared = np.minimum(first, np.r_[0, np.minimum(lens[1:], lens[:-1])])
         self.bytes, self.parent, self.ends = [], [], []
         has = np.arange(len(ids))                     # the tokens with a byte at p, and their nodes at p - 1
         for p in range(L):
@@ -329,7 +331,13 @@ class TokenDFA:
     def __init__(self, a, vocab: Vocab, eos_ids, vocab_size: int,   # a: an `Automaton`, or a tree to compile
                  keep: int = 256):
         self.byte_class, self.table, self.accepting = a if isinstance(a, Automaton) else automaton(a)
-        self.vocab, self.eos, self.size, self.keep = vocab, list(eos_ids), vocab_size, keep
+        assert not self.table[0].any(), "state 0 must be dead: the walk stops below dead nodes"
+        # a model's vocabulary may be smaller than its tokenizer's: tokens past it are never allowed
+        self.vocab, self.size, self.keep = vocab, vocab_size, keep
+        self.eos = [e for e in eos_ids if e < vocab_size]
+        if not self.eos:
+            raise ValueError(f"structured_outputs: none of the end-of-sequence tokens {tuple(eos_ids)} is within "
+                             f"the model's {vocab_size} tokens, so a constrained text could never end")
         self.cls = [self.byte_class[b] for b in vocab.bytes]   # per level, the class of each node's byte
         self.masks = {}                                        # state -> mask, the `keep` most recent
 
@@ -359,17 +367,24 @@ def walk(self: TokenDFA, s: int) -> np.ndarray:
     return out
 
 @patch
-def mask(self: TokenDFA, s: int) -> torch.Tensor:
-    "`[vocab_size]` bool: the tokens that state `s` allows."
+def mask(self: TokenDFA, s: int) -> np.ndarray:
+    "The tokens that state `s` allows, a bit each: token t is bit t % 8 of byte t // 8 (`unpack_mask` reads it)."
     m = self.masks.pop(s, None)
     if m is None:
         ok = self.vocab.ids[self.walk(s) != 0] if s else np.zeros(0, dtype=np.int64)
-        m = torch.zeros(self.size, dtype=torch.bool)
-        m[torch.from_numpy(ok)] = True
-        if self.accepting[s] or not len(ok): m[self.eos] = True
+        allowed = np.zeros(self.size, dtype=bool)
+        allowed[ok[ok < self.size]] = True
+        if self.accepting[s] or not len(ok): allowed[self.eos] = True
+        m = np.packbits(allowed, bitorder='little')
         if len(self.masks) >= self.keep: self.masks.pop(next(iter(self.masks)))
     self.masks[s] = m                                          # the most recent last
     return m
+
+def unpack_mask(bits, size: int) -> torch.Tensor:
+    "`[..., size]` bool from masks of a bit a token (`[..., ceil(size / 8)]` uint8, an array or a tensor)."
+    bits = torch.as_tensor(bits)
+    shifts = torch.arange(8, dtype=torch.uint8, device=bits.device)
+    return ((bits[..., None] >> shifts) & 1).flatten(-2)[..., :size].bool()
 
 @patch
 def advance(self: TokenDFA, s: int, token: int) -> int:
@@ -404,7 +419,8 @@ class Guide:
         s = self.state(out)
         if s < 0: return None
         m = self.dfa.mask(s)
-        if self.think and not self.ids: (m := m.clone())[self.think[0]] = True   # may open a think block
+        if self.think and not self.ids:                            # may open a think block
+            (m := m.copy())[self.think[0] // 8] |= 1 << self.think[0] % 8
         return m
 
 # %% ../nbs/07a_structured.ipynb #bcf5d393
