@@ -17,7 +17,8 @@ Sections (each runs even if an earlier one failed; failures are recorded):
   prompt   fp32: prompt_logprobs (a pass of their own) against the logprobs the engine's steps give the same tokens
            when they are sampled; requests with bad words beside plain ones: the words absent, the plain rows unchanged
   structured fp32: requests with structured outputs (a JSON schema, a regex, a choice) beside plain ones on the
-           default engine: each text in its language and ended, the plain rows unchanged; the seconds of the first call
+           default engine: each text in its language and ended, the plain rows unchanged, every row's tokens those of
+           an engine stepping in order (overlap=False); the seconds of the first call
            (the vocabulary laid out, the constraints compiled) and of a second, against the same batch without them
   memory   bf16: an LLM dropped without gc.collect() gives its GPU memory back: a second one at 0.9 of the card builds
 Writes engine_loop_gpu.json to $OUT if set, else to benchmarks/results/.
@@ -167,10 +168,13 @@ def structured():
         t2, _, t3 = timed(sps)
         t4, _, t5 = timed(plain)
         alone = [toks(llm, [PROMPTS[i]], plain)[0] for i in range(0, 8, 2)]
+    with llm06(overlap=False) as ref:                  # steps in order: the structured rows' tokens, unoverlapped
+        in_order = [o.outputs[0].token_ids for o in ref.generate(PROMPTS, sps, use_tqdm=False)]
     texts = [o.outputs[0].text for o in outs]
     R['structured'] = dict(valid=sum(bool(VALID[i // 2 % 3](texts[i])) for i in range(1, 8, 2)), of=4,
                            ended=all(outs[i].outputs[0].finish_reason == 'stop' for i in range(1, 8, 2)),
                            plain_unchanged=[outs[i].outputs[0].token_ids for i in range(0, 8, 2)] == alone,
+                           overlapped_as_in_order=[o.outputs[0].token_ids for o in outs] == in_order,
                            texts=[texts[i] for i in range(1, 8, 2)], first_s=t1 - t0, again_s=t3 - t2, plain_s=t5 - t4)
     log('structured:', R['structured'])
 
