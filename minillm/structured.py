@@ -372,8 +372,8 @@ def mask(self: TokenDFA, s: int) -> np.ndarray:
     m = self.masks.pop(s, None)
     if m is None:
         ok = self.vocab.ids[self.walk(s) != 0] if s else np.zeros(0, dtype=np.int64)
-        allowed = np.zeros(self.size, dtype=bool)
-        allowed[ok[ok < self.size]] = True
+        ok, allowed = ok[ok < self.size], np.zeros(self.size, dtype=bool)
+        allowed[ok] = True
         if self.accepting[s] or not len(ok): allowed[self.eos] = True
         m = np.packbits(allowed, bitorder='little')
         if len(self.masks) >= self.keep: self.masks.pop(next(iter(self.masks)))
@@ -415,7 +415,7 @@ class Guide:
             self.states.append(s)
             self.ids.append(t)
         return self.states[-1]
-    def mask(self, out: list) -> torch.Tensor | None:
+    def mask(self, out: list) -> np.ndarray | None:
         s = self.state(out)
         if s < 0: return None
         m = self.dfa.mask(s)
