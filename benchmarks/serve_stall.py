@@ -75,7 +75,8 @@ def main():
                     log(f"{name:10} heavy {args.load} {'yes' if on else 'no ':3}: longest gap {ms:6.1f} ms, "
                         f"one-token request {small:6.1f} ms")
                     save()
-    print(f"{'build':10} {'heavy ' + args.load:>12} {'longest gaps between events (ms)':>34} {'one-token request (ms)':>24}")
+    head = 'longest gaps between events (ms)', 'one-token request (ms)'
+    print(f"{'build':10} {'heavy ' + args.load:>12} {head[0]:>34} {head[1]:>24}")
     for name in builds:
         for on in (False, True):
             rs = [r for r in res['runs'] if r['build'] == name and r['heavy'] == on]
