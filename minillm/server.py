@@ -4,7 +4,7 @@
 
 # %% ../nbs/09b_server.ipynb #9b000005
 from __future__ import annotations
-import asyncio, hmac, json, re, signal, socket, subprocess, sys, tempfile, threading, time, traceback
+import asyncio, gc, hmac, json, re, signal, socket, subprocess, sys, tempfile, threading, time, traceback
 import multiprocessing as mp, urllib.request, uuid
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager, contextmanager
@@ -53,10 +53,9 @@ def _add(engine, rid, prompt, params, compiled=None):   # compiled: the automato
     except (ValueError, TypeError) as e: return e
     except Exception as e: return Exception(f"internal error: {e!r}")
 
-# %% ../nbs/09b_server.ipynb #5deec8c6
-def _engine_main(config: EngineConfig, conn):
-    "The engine process: build the engine, then run the server's commands and step, until told to stop."
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+# %% ../nbs/09b_server.ipynb #ed03ec6b
+def _start(config: EngineConfig, conn) -> LLMEngine | None:
+    "The engine, built and ready to serve; None if it could not be built (the server is sent the error)."
     import minillm
     try:
         minillm.load_plugins()
@@ -64,6 +63,14 @@ def _engine_main(config: EngineConfig, conn):
     except Exception as e: return conn.send(('error', str(e)))
     try: engine.token_layout()        # for structured outputs: made now, not in the loop
     except ValueError: pass           # a tokenizer it cannot lay out: a structured request is refused
+    gc.freeze()                       # start-up's objects: no collection walks them again
+    return engine
+
+# %% ../nbs/09b_server.ipynb #5deec8c6
+def _engine_main(config: EngineConfig, conn):
+    "The engine process: build the engine, then run the server's commands and step, until told to stop."
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if (engine := _start(config, conn)) is None: return
     s, bm = engine.scheduler, engine.block_manager
     stats = lambda: (len(s.running), len(s.waiting), bm.num_used_blocks / bm.num_blocks,
                      bm.stats.hit_rate)
@@ -905,6 +912,7 @@ def serve(config: EngineConfig, host: str = '127.0.0.1', port: int = 8000,
           model_name: str | None = None, grace: float = 3.0, api_key: str | None = None):
     "Serve `config`'s model with the OpenAI API at http://host:port/v1 until interrupted."
     server = Server(EngineProcess(config), model_name or str(config.model), api_key)
+    gc.freeze()                      # as in the engine process: start-up's objects out of the collector's way
     print(f"minillm: serving {server.model_name!r} at http://{host}:{port}/v1 (Ctrl-C stops)",
           flush=True)
     try: _Uvicorn(server, grace, host=host, port=port).run()
