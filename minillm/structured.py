@@ -181,7 +181,7 @@ MAX_NFA, MAX_DFA = 100_000, 20_000   # states: beyond these a constraint is refu
 class NFA:
     "Thompson's automaton of a syntax tree: epsilon edges, and edges on a matcher (a range of bytes)."
     def __init__(self, node):
-        self.eps, self.moves, self.matchers = [], [], {}
+        self.eps, self.moves, self.matchers, self.spelled = [], [], {}, {}   # spelled: chars node -> its sequences
         self.start = self.state()
         self.accept = self.build(node, self.start)
     def state(self) -> int:
@@ -203,8 +203,9 @@ def build(self: NFA, node, s: int) -> int:
     "Add `node`, entered at state `s`; its exit state."
     kind = node[0]
     if kind == 'chars':                                # a path of byte ranges for each run of characters
+        if node not in self.spelled: self.spelled[node] = utf8_sequences(*node[1:])   # the same ones, often
         e = self.state()
-        for seq in utf8_sequences(*node[1:]):
+        for seq in self.spelled[node]:
             a = s
             for k, r in enumerate(seq):
                 b = e if k == len(seq) - 1 else self.state()
@@ -251,25 +252,25 @@ def byte_classes(matchers: dict) -> tuple:
 # %% ../nbs/07a_structured.ipynb #3159b8e5
 def determinize(nfa: NFA, sig: np.ndarray) -> tuple:
     "`(table [states, classes] of next states, accepting [states])`: state 0 is dead, state 1 the start."
-    K, closures = sig.shape[1], {}
+    K, closures, takes = sig.shape[1], {}, [np.flatnonzero(m).tolist() for m in sig]   # each matcher's classes
     cl = lambda s: closures[s] if s in closures else closures.setdefault(s, nfa.closure(s))
     start = cl(nfa.start)
-    index, sets, rows = {frozenset(): 0, start: 1}, [frozenset(), start], [np.zeros(K, np.int32)]
+    index, sets, rows = {frozenset(): 0, start: 1}, [frozenset(), start], [[0] * K]
     while len(rows) < len(sets):
         nxt = [set() for _ in range(K)]
         for s in sets[len(rows)]:
             for m, t in nfa.moves[s]:
-                for k in np.flatnonzero(sig[m]): nxt[k] |= cl(t)
-        row = np.zeros(K, np.int32)
-        for k, S in enumerate(map(frozenset, nxt)):
+                for k in takes[m]: nxt[k] |= cl(t)
+        row = []
+        for S in map(frozenset, nxt):
             if S not in index:
                 if len(sets) >= MAX_DFA:
                     raise ValueError(f"the constraint is too large (over {MAX_DFA:,} states)")
                 index[S] = len(sets)
                 sets.append(S)
-            row[k] = index[S]
+            row.append(index[S])
         rows.append(row)
-    return np.stack(rows), np.array([nfa.accept in S for S in sets])
+    return np.array(rows, np.int32), np.array([nfa.accept in S for S in sets])
 
 # %% ../nbs/07a_structured.ipynb #4d74be58
 def _byte_alphabet() -> dict:
