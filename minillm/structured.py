@@ -315,7 +315,7 @@ class Vocab:
         # the children of node j of level p: nodes kids[p][j] to kids[p][j + 1] - 1 of level p + 1
         self.kids = [np.searchsorted(par, np.arange(len(b) + 1)) for par, b in zip(self.parent, self.bytes)]
 
-# %% ../nbs/07a_structured.ipynb #dbe5d4c6
+# %% ../nbs/07a_structured.ipynb #3c3e1429
 class Automaton(NamedTuple):
     "A constraint's DFA over bytes, apart from any vocabulary."
     byte_class: np.ndarray   # [256]: each byte's class
@@ -327,6 +327,7 @@ def automaton(node) -> Automaton:
     byte_class, sig = byte_classes(nfa.matchers)
     return Automaton(byte_class, *determinize(nfa, sig))
 
+# %% ../nbs/07a_structured.ipynb #a06ea369
 class TokenDFA:
     "A constraint compiled against a vocabulary: the tokens each state allows, and where each leads."
     def __init__(self, a, vocab: Vocab, eos_ids, vocab_size: int,   # a: an `Automaton`, or a tree to compile
@@ -342,12 +343,13 @@ class TokenDFA:
         self.cls = [self.byte_class[b] for b in vocab.bytes]   # per level, the class of each node's byte
         self.masks = {}                                        # state -> mask, the `keep` most recent
 
-# %% ../nbs/07a_structured.ipynb #2d7cb35e
+# %% ../nbs/07a_structured.ipynb #1be54508
 def _ranges(a, b) -> np.ndarray:
     "`range(a[i], b[i])` for each i, one after the other."
     n = b - a
     return np.repeat(a - np.cumsum(n) + n, n) + np.arange(n.sum())
 
+# %% ../nbs/07a_structured.ipynb #8956ccad
 @patch
 def walk(self: TokenDFA, s: int) -> np.ndarray:
     "The state each token (in `vocab.ids`' order) leads to from state `s`; 0 where it breaks the constraint."
@@ -367,6 +369,7 @@ def walk(self: TokenDFA, s: int) -> np.ndarray:
         out[end] = cur[node]
     return out
 
+# %% ../nbs/07a_structured.ipynb #2c90a384
 @patch
 def mask(self: TokenDFA, s: int) -> np.ndarray:
     "The tokens that state `s` allows, a bit each: token t is bit t % 8 of byte t // 8 (`unpack_mask` reads it)."
@@ -387,6 +390,7 @@ def unpack_mask(bits, size: int) -> torch.Tensor:
     shifts = torch.arange(8, dtype=torch.uint8, device=bits.device)
     return ((bits[..., None] >> shifts) & 1).flatten(-2)[..., :size].bool()
 
+# %% ../nbs/07a_structured.ipynb #7e101319
 @patch
 def advance(self: TokenDFA, s: int, token: int) -> int:
     "The state after `token` from state `s` (end-of-sequence tokens leave it; tokens without bytes kill it)."
