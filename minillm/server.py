@@ -455,40 +455,45 @@ class Server:
         self._tokenizer_thread = ThreadPoolExecutor(1, thread_name_prefix='minillm-tokenizer')
         # compiling a structured output may take a second: in a thread of its own, prompts do not wait for it
         self._compile_thread = ThreadPoolExecutor(1, thread_name_prefix='minillm-compile')
-        self.app = app = FastAPI(title='minillm', lifespan=self._lifespan)
-        v1 = dict(dependencies=[Depends(self._check_key)])
+        self.app = FastAPI(title='minillm', lifespan=self._lifespan)
+        self._routes(self.app)
 
-        @app.exception_handler(APIError)
-        async def api_error(request, e: APIError):
-            return JSONResponse(e.body(), status_code=e.status)
-        @app.exception_handler(Exception)             # a bug: still answered in OpenAI's body
-        async def internal_error(request, e: Exception):
-            return JSONResponse(APIError(f"internal error: {e!r}", status=500).body(), status_code=500)
-        @app.api_route('/health', methods=['GET', 'HEAD'])
-        @app.api_route('/ping', methods=['GET', 'POST'])
-        async def health():
-            return Response(status_code=503 if engine.stopping or engine.stopped else 200)
-        @app.get('/version')
-        async def version(): return dict(version=__version__)
-        @app.get('/v1/models', **v1)
-        async def models(): return dict(object='list', data=[self._model_card()])
-        @app.get('/v1/models/{model:path}', **v1)
-        async def model(model: str):
-            self._check_model(dict(model=model))
-            return self._model_card()
-        @app.get('/metrics')
-        async def metrics():
-            return Response(self.metrics.text(), media_type='text/plain; version=0.0.4')
-        @app.post('/v1/completions', **v1)
-        async def completions(request: Request): return await self.complete(request, chat=False)
-        @app.post('/v1/chat/completions', **v1)
-        async def chat(request: Request): return await self.complete(request, chat=True)
-        @app.post('/tokenize')
-        async def tokenize(request: Request):
-            return await self._off_loop(self.tokenize, await _body(request))
-        @app.post('/detokenize')
-        async def detokenize(request: Request):
-            return await self._off_loop(self.detokenize, await _body(request))
+# %% ../nbs/09b_server.ipynb #5daa46d9
+@patch
+def _routes(self: Server, app: FastAPI):
+    "The API's routes, and its answers to errors."
+    engine, v1 = self.engine, dict(dependencies=[Depends(self._check_key)])
+    @app.exception_handler(APIError)
+    async def api_error(request, e: APIError):
+        return JSONResponse(e.body(), status_code=e.status)
+    @app.exception_handler(Exception)             # a bug: still answered in OpenAI's body
+    async def internal_error(request, e: Exception):
+        return JSONResponse(APIError(f"internal error: {e!r}", status=500).body(), status_code=500)
+    @app.api_route('/health', methods=['GET', 'HEAD'])
+    @app.api_route('/ping', methods=['GET', 'POST'])
+    async def health():
+        return Response(status_code=503 if engine.stopping or engine.stopped else 200)
+    @app.get('/version')
+    async def version(): return dict(version=__version__)
+    @app.get('/v1/models', **v1)
+    async def models(): return dict(object='list', data=[self._model_card()])
+    @app.get('/v1/models/{model:path}', **v1)
+    async def model(model: str):
+        self._check_model(dict(model=model))
+        return self._model_card()
+    @app.get('/metrics')
+    async def metrics():
+        return Response(self.metrics.text(), media_type='text/plain; version=0.0.4')
+    @app.post('/v1/completions', **v1)
+    async def completions(request: Request): return await self.complete(request, chat=False)
+    @app.post('/v1/chat/completions', **v1)
+    async def chat(request: Request): return await self.complete(request, chat=True)
+    @app.post('/tokenize')
+    async def tokenize(request: Request):
+        return await self._off_loop(self.tokenize, await _body(request))
+    @app.post('/detokenize')
+    async def detokenize(request: Request):
+        return await self._off_loop(self.detokenize, await _body(request))
 
 # %% ../nbs/09b_server.ipynb #f2a506b0
 @patch
@@ -585,6 +590,36 @@ def _refusal(e: Exception, body: dict, chat: bool,
         msg = msg.replace('structured_outputs', param, 1)
     return APIError(which + msg, param)
 
+# %% ../nbs/09b_server.ipynb #dbff1c60
+@patch
+async def _add_all(self: Server, body: dict, chat: bool, prompts, params) -> tuple:
+    """Add an engine request per prompt, all answering into one queue: `(id, the requests' ids, queue)`. If the
+    engine refuses one, those added are aborted and its error is raised as the API's."""
+    rid, q = f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}", asyncio.Queue()
+    rids, j, spec = {f"{rid}-{j}": j for j in range(len(prompts))}, None, params[0].structured_outputs
+    try:   # a structured output is compiled in a thread: neither the engine nor the event loop waits
+        compiled = spec and await self._off_loop(compile_constraint, spec, thread=self._compile_thread)
+        for j, (r, ids, p) in enumerate(zip(rids, prompts, params)):   # sent once: the engine keeps it
+            await self.engine.add(r, ids, p, q, compiled if j == 0 else None)
+    except Exception as e:
+        self.engine.abort(list(rids))
+        if not isinstance(e, (RuntimeError, ValueError, TypeError)): raise    # a bug: the 500 handler answers it
+        raise _refusal(e, body, chat, j, len(prompts)) from None
+    return rid, rids, q
+
+# %% ../nbs/09b_server.ipynb #bdb18ca9
+@patch
+async def _echoed(self: Server, body: dict, chat: bool, prompts, echo: bool) -> tuple:
+    "The reply's role, and with `echo` the text each prompt's choices start with (None without)."
+    # a chat's reply takes the assistant's role, or without a generation prompt the last message's, as in vLLM
+    gen = not chat or _generation_prompt(body)
+    last = check_messages(body['messages'])[-1] if chat and (echo or not gen) else None
+    role = 'assistant' if gen else last['role']
+    if not echo: return role, None
+    if chat: return role, [last['content'] if last['role'] == role else '']   # the last message, if of that role
+    # decoded off the event loop, as prompts are encoded: a long one would hold up every stream
+    return role, await self._off_loop(lambda: [self.engine.tokenizer.decode(p) for p in prompts])
+
 # %% ../nbs/09b_server.ipynb #4f90e707
 @patch
 async def complete(self: Server, request, chat: bool):
@@ -601,24 +636,8 @@ async def complete(self: Server, request, chat: bool):
                        f"{structured_outputs(body)[1]}: a forced call has its own", 'tool_choice')
     if forced: kw['structured_outputs'] = forced
     params, prompts = zip(*[make_params(kw, ids, self.engine.max_model_len) for ids in prompts])
-    rid, q = f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}", asyncio.Queue()
-    rids, j, spec = {f"{rid}-{j}": j for j in range(len(prompts))}, None, params[0].structured_outputs
-    try:   # a structured output is compiled in a thread: neither the engine nor the event loop waits
-        compiled = spec and await self._off_loop(compile_constraint, spec, thread=self._compile_thread)
-        for j, (r, ids, p) in enumerate(zip(rids, prompts, params)):   # sent once: the engine keeps it
-            await self.engine.add(r, ids, p, q, compiled if j == 0 else None)
-    except Exception as e:
-        self.engine.abort(list(rids))
-        if not isinstance(e, (RuntimeError, ValueError, TypeError)): raise    # a bug: the 500 handler answers it
-        raise _refusal(e, body, chat, j, len(prompts)) from None
-    # a chat's reply takes the assistant's role, or without a generation prompt the last message's, as in vLLM
-    gen = not chat or _generation_prompt(body)
-    last = check_messages(body['messages'])[-1] if chat and (echo or not gen) else None
-    role = 'assistant' if gen else last['role']
-    if not echo: texts = None
-    elif chat: texts = [last['content'] if last['role'] == role else '']   # the last message, if of that role
-    else:      # decoded off the event loop, as prompts are encoded: a long one would hold up every stream
-        texts = await self._off_loop(lambda: [self.engine.tokenizer.decode(p) for p in prompts])
+    rid, rids, q = await self._add_all(body, chat, prompts, params)
+    role, texts = await self._echoed(body, chat, prompts, echo)
     thinking = None if not (chat and self.engine.reasoning_parser) else [
         think_state(self.engine.tokenizer, p) == 'open' for p in prompts]
     call = _Call(self, rid, chat, rids, params, prompts, q, texts, role, tools, parallel, name, thinking)
