@@ -55,36 +55,43 @@ class GraphBank:
         # the shared stream's random number, one more each step
         self.base = torch.full((1,), seed % 2**31, dtype=torch.int32, device=dev)
 
-    def _step(self, forward, batch):
-        "What a graph holds: the step's logits and, if it `samples`, its rows' tokens in `sampled`."
-        logits = forward(batch)
-        if self.samples(batch):
-            self.sampler(logits, batch.sample_params, self.base, self.sampled[:logits.shape[0]])
-            self.base.add_(1)
-        return logits
+# %% ../nbs/11_cuda_graphs.ipynb #034203e8
+@patch
+def _step(self: GraphBank, forward, batch):
+    "What a graph holds: the step's logits and, if it `samples`, its rows' tokens in `sampled`."
+    logits = forward(batch)
+    if self.samples(batch):
+        self.sampler(logits, batch.sample_params, self.base, self.sampled[:logits.shape[0]])
+        self.base.add_(1)
+    return logits
 
-    def samples(self, batch) -> bool:
-        "Does running `batch` leave its rows' tokens in `sampled`? (Not for verify steps.)"
-        return self.sampler is not None and batch.padded and batch.kind != 'verify'
+@patch
+def samples(self: GraphBank, batch) -> bool:
+    "Does running `batch` leave its rows' tokens in `sampled`? (Not for verify steps.)"
+    return self.sampler is not None and batch.padded and batch.kind != 'verify'
 
-    def _pad(self, kind: str, b: int) -> tuple:
-        "(sequences, tokens, sample rows) of the `kind` graph of bucket `b`."
-        S, T = self.seqs[kind], self.tokens[kind]
-        return (S, b, S) if kind in BY_TOKENS else (b, b * T, b * T)
+# %% ../nbs/11_cuda_graphs.ipynb #c09e8f6f
+@patch
+def _pad(self: GraphBank, kind: str, b: int) -> tuple:
+    "(sequences, tokens, sample rows) of the `kind` graph of bucket `b`."
+    S, T = self.seqs[kind], self.tokens[kind]
+    return (S, b, S) if kind in BY_TOKENS else (b, b * T, b * T)
 
-    def padding(self, kind: str, S: int, N: int, R: int):
-        "(sequences, tokens, sample rows) that a batch of `kind` is packed to; None if no graph fits it."
-        by_tokens, most = kind in BY_TOKENS, self.seqs.get(kind, 0)
-        if kind not in self.buckets or (by_tokens and S > most): return None
-        size = N + most - S if by_tokens else S                     # a padding sequence has a token
-        b = next((x for x in self.buckets[kind] if x >= size), None)
-        return None if b is None else self._pad(kind, b)
+@patch
+def padding(self: GraphBank, kind: str, S: int, N: int, R: int):
+    "(sequences, tokens, sample rows) that a batch of `kind` is packed to; None if no graph fits it."
+    by_tokens, most = kind in BY_TOKENS, self.seqs.get(kind, 0)
+    if kind not in self.buckets or (by_tokens and S > most): return None
+    size = N + most - S if by_tokens else S                     # a padding sequence has a token
+    b = next((x for x in self.buckets[kind] if x >= size), None)
+    return None if b is None else self._pad(kind, b)
 
-    def key(self, kind: str, b: int, long: bool = False) -> tuple:
-        "The key of the `kind` graph of bucket `b`; a decode step's for short or `long` contexts."
-        if (kind, b) not in self.splits:
-            raise ValueError(f"no {kind!r} graph of bucket {b}; its buckets: {self.buckets.get(kind, [])}")
-        return kind, b, self.splits[kind, b][-1 if long else 0]
+@patch
+def key(self: GraphBank, kind: str, b: int, long: bool = False) -> tuple:
+    "The key of the `kind` graph of bucket `b`; a decode step's for short or `long` contexts."
+    if (kind, b) not in self.splits:
+        raise ValueError(f"no {kind!r} graph of bucket {b}; its buckets: {self.buckets.get(kind, [])}")
+    return kind, b, self.splits[kind, b][-1 if long else 0]
 
 # %% ../nbs/11_cuda_graphs.ipynb #3eac1202
 @patch
