@@ -63,6 +63,7 @@ def _token_ids(v, name='stop_token_ids') -> list:
         raise ValueError(f"{name} must be None or a list of ints >= 0, got {v!r}")
     return [int(t) for t in ids]
 
+# %% ../nbs/07_sampling.ipynb #c6421e20
 def _sequences(v, name) -> list | None:
     "`name` as a list of non-empty lists of token ids; None or [] is None."
     if v is None or v == []: return None
@@ -78,6 +79,7 @@ def _bias(v) -> dict | None:
                          f"got {v!r:.80}")
     return {int(t): _real(f'logit_bias[{t}]', b, -100, 100) for t, b in v.items()}
 
+# %% ../nbs/07_sampling.ipynb #b2f7b70d
 STRUCTURED = ('json', 'regex', 'choice', 'json_object')   # the kinds of structured output
 
 def _structured(v) -> dict | None:
