@@ -419,6 +419,24 @@ def _check_params(self: LLMEngine, params: SamplingParams | None) -> SamplingPar
                          "mask: no token could be chosen")
     return params
 
+# %% ../nbs/09_engine.ipynb #646ab31e
+@patch
+def _choices(self: LLMEngine, ids: list, params: SamplingParams, now: float) -> list:
+    "The `n` choices of a request, each a sequence of its own, held to its structured output if it has one."
+    dfa, choices = self.constraint(params.structured_outputs) if params.structured_outputs else None, []
+    # a model that thinks is held to the constraint once it stops, unless its prompt ended the thinking
+    state = think_state(self.tokenizer, ids) if dfa and self.think else 'closed'
+    think = None if state == 'closed' else self.think
+    for i in range(params.n):
+        # choice i samples with seed + i, wrapped as a seed's key wraps it (sampling chapter)
+        seed = None if params.seed is None else (params.seed + i) % 2**64
+        p = params if i == 0 or seed is None else replace(params, seed=seed)
+        lps = [] if params.logprobs is not None else None
+        seq = Sequence(self._next_seq + i, ids, p, arrival=now, guide=dfa and Guide(dfa, think, state == 'open'))
+        choices.append(Choice(i, seq, logprobs=lps))
+    self._next_seq += params.n
+    return choices
+
 # %% ../nbs/09_engine.ipynb #2934486d
 @patch
 def add_request(self: LLMEngine,
@@ -436,18 +454,7 @@ def add_request(self: LLMEngine,
             raise ValueError(f"min_tokens ({params.min_tokens}) exceeds the {room} tokens that "
                              f"max_model_len ({self.max_model_len}) leaves after the prompt")
         params = replace(params, max_tokens=room)
-    dfa, choices = self.constraint(params.structured_outputs) if params.structured_outputs else None, []
-    # a model that thinks is held to the constraint once it stops, unless its prompt ended the thinking
-    state = think_state(self.tokenizer, ids) if dfa and self.think else 'closed'
-    think = None if state == 'closed' else self.think
-    for i in range(params.n):
-        # choice i samples with seed + i, wrapped as a seed's key wraps it (sampling chapter)
-        seed = None if params.seed is None else (params.seed + i) % 2**64
-        p = params if i == 0 or seed is None else replace(params, seed=seed)
-        lps = [] if params.logprobs is not None else None
-        seq = Sequence(self._next_seq + i, ids, p, arrival=now, guide=dfa and Guide(dfa, think, state == 'open'))
-        choices.append(Choice(i, seq, logprobs=lps))
-    self._next_seq += params.n
+    choices = self._choices(ids, params, now)
     later = [c.seq for c in choices[1:]] if self.config.enable_prefix_caching else []
     text, k = prompt if isinstance(prompt, str) else None, params.prompt_logprobs
     try: plp = None if k is None else prompt_logprobs(self.model, ids, k)
