@@ -54,6 +54,11 @@ def _add(engine, rid, prompt, params, compiled=None):   # compiled: the automato
     except Exception as e: return Exception(f"internal error: {e!r}")
 
 # %% ../nbs/09b_server.ipynb #ed03ec6b
+def _freeze():
+    "Take what the process holds out of the collector's sight, after collecting its garbage (else kept for good)."
+    gc.collect()
+    gc.freeze()
+
 def _start(config: EngineConfig, conn) -> LLMEngine | None:
     "The engine, built and ready to serve; None if it could not be built (the server is sent the error)."
     import minillm
@@ -63,7 +68,7 @@ def _start(config: EngineConfig, conn) -> LLMEngine | None:
     except Exception as e: return conn.send(('error', str(e)))
     try: engine.token_layout()        # for structured outputs: made now, not in the loop
     except ValueError: pass           # a tokenizer it cannot lay out: a structured request is refused
-    gc.freeze()                       # start-up's objects: no collection walks them again
+    _freeze()                         # start-up's objects: no collection walks them again
     return engine
 
 # %% ../nbs/09b_server.ipynb #5deec8c6
@@ -601,7 +606,7 @@ async def _add_all(self: Server, body: dict, chat: bool, prompts, params) -> tup
         compiled = spec and await self._off_loop(compile_constraint, spec, thread=self._compile_thread)
         for j, (r, ids, p) in enumerate(zip(rids, prompts, params)):   # sent once: the engine keeps it
             await self.engine.add(r, ids, p, q, compiled if j == 0 else None)
-    except Exception as e:
+    except BaseException as e:                        # cancelled too: none is left running for no one
         self.engine.abort(list(rids))
         if not isinstance(e, (RuntimeError, ValueError, TypeError)): raise    # a bug: the 500 handler answers it
         raise _refusal(e, body, chat, j, len(prompts)) from None
@@ -637,9 +642,13 @@ async def complete(self: Server, request, chat: bool):
     if forced: kw['structured_outputs'] = forced
     params, prompts = zip(*[make_params(kw, ids, self.engine.max_model_len) for ids in prompts])
     rid, rids, q = await self._add_all(body, chat, prompts, params)
-    role, texts = await self._echoed(body, chat, prompts, echo)
-    thinking = None if not (chat and self.engine.reasoning_parser) else [
-        think_state(self.engine.tokenizer, p) == 'open' for p in prompts]
+    try:
+        role, texts = await self._echoed(body, chat, prompts, echo)
+        thinking = None if not (chat and self.engine.reasoning_parser) else [
+            think_state(self.engine.tokenizer, p) == 'open' for p in prompts]
+    except BaseException:                             # the requests are in: abort them, as _add_all does
+        self.engine.abort(list(rids))
+        raise
     call = _Call(self, rid, chat, rids, params, prompts, q, texts, role, tools, parallel, name, thinking)
     if body.get('stream'):
         so = body.get('stream_options') or {}
@@ -931,12 +940,14 @@ def serve(config: EngineConfig, host: str = '127.0.0.1', port: int = 8000,
           model_name: str | None = None, grace: float = 3.0, api_key: str | None = None):
     "Serve `config`'s model with the OpenAI API at http://host:port/v1 until interrupted."
     server = Server(EngineProcess(config), model_name or str(config.model), api_key)
-    gc.freeze()                      # as in the engine process: start-up's objects out of the collector's way
+    _freeze()                        # as in the engine process: start-up's objects out of the collector's way
     print(f"minillm: serving {server.model_name!r} at http://{host}:{port}/v1 (Ctrl-C stops)",
           flush=True)
     try: _Uvicorn(server, grace, host=host, port=port).run()
     except KeyboardInterrupt: pass   # uvicorn re-raises Ctrl-C once it has shut down
-    finally: server.engine.stop()
+    finally:
+        server.engine.stop()
+        gc.unfreeze()
     print("minillm: stopped", flush=True)
 
 # %% ../nbs/09b_server.ipynb #9b000024

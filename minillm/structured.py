@@ -181,7 +181,7 @@ MAX_NFA, MAX_DFA = 100_000, 20_000   # states: beyond these a constraint is refu
 class NFA:
     "Thompson's automaton of a syntax tree: epsilon edges, and edges on a matcher (a range of bytes)."
     def __init__(self, node):
-        self.eps, self.moves, self.matchers, self.spelled = [], [], {}, {}   # spelled: chars node -> its sequences
+        self.eps, self.moves, self.matchers, self.spelled = [], [], {}, {}   # spelled: characters -> their sequences
         self.start = self.state()
         self.accept = self.build(node, self.start)
     def state(self) -> int:
@@ -203,9 +203,10 @@ def build(self: NFA, node, s: int) -> int:
     "Add `node`, entered at state `s`; its exit state."
     kind = node[0]
     if kind == 'chars':                                # a path of byte ranges for each run of characters
-        if node not in self.spelled: self.spelled[node] = utf8_sequences(*node[1:])   # the same ones, often
+        key = tuple(map(tuple, node[1])), node[2]   # spelled once: the same characters come again and again
+        if key not in self.spelled: self.spelled[key] = utf8_sequences(*key)
         e = self.state()
-        for seq in self.spelled[node]:
+        for seq in self.spelled[key]:
             a = s
             for k, r in enumerate(seq):
                 b = e if k == len(seq) - 1 else self.state()
