@@ -575,11 +575,14 @@ def _constraint_node(spec: dict) -> tuple:
 @functools.lru_cache(16)
 def _compiled(key: str) -> Automaton | str:        # the automaton, or why there is none (kept too)
     try: return automaton(constraint_node(json.loads(key)))
-    except (ValueError, RecursionError) as e: return str(e) if isinstance(e, ValueError) else 'nested too deeply'
+    except RecursionError: return 'nested too deeply'
+    except TypeError as e: return f"json schema: a value of the wrong type ({e})"   # say, "maxItems": "a"
+    except ValueError as e: return str(e)
 
 def compile_constraint(spec: dict) -> Automaton:
     "The `Automaton` of a `structured_outputs` spec (the last 16 kept); a ValueError says why it has none."
-    try: a = _compiled(json.dumps(spec))        # keys in their order: a schema's properties are written in it
-    except TypeError as e: a = f"not JSON: {e}"
+    try: key = json.dumps(spec)                 # keys in their order: a schema's properties are written in it
+    except TypeError as e: raise ValueError(f"structured_outputs: not JSON: {e}") from None
+    a = _compiled(key)
     if isinstance(a, str): raise ValueError(f"structured_outputs: {a}")
     return a
