@@ -175,8 +175,8 @@ def step(self: OverlapStep, engine, scheduled):
     chosen = r.graphs.samples(batch) and all(in_kernel(s.params, s.output_ids)
                                              for s in batch.samplers)
     if not chosen:
-        if any(s.guide and s in feed for s in batch.samplers):
-            # a structured row's mask follows its last token: if in flight, read that step while this one runs
+        if last is not None and any(s.guide for s in batch.samplers):
+            # a structured row's mask follows its last token: read the step in flight while this one runs
             self._read(engine, last)
             last = pending = None
         tokens = engine.sample(logits, batch.samplers, out=tokens, pending=pending).tokens
