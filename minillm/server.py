@@ -588,8 +588,9 @@ def _refusal(e: Exception, body: dict, chat: bool,
     if isinstance(e, RuntimeError): return APIError(str(e), status=503)     # shutting down
     which = f"prompt {j} of {n}: " if j is not None and n > 1 else ''
     fields = ('max_tokens', 'logit_bias', 'allowed_token_ids', 'bad_words', 'logprobs', 'structured_outputs')
-    named = [k for k in fields if k in str(e)]
-    param, msg = named[0] if named else 'messages' if chat else 'prompt', str(e)
+    msg = str(e)                     # the field it starts with, else the first it names (not a regex's quote)
+    named = [k for k in fields if msg.startswith(k)] or [k for k in fields if k in msg]
+    param = named[0] if named else 'messages' if chat else 'prompt'
     if param == 'structured_outputs':                  # named as the client asked for it
         param = structured_outputs(body)[1] or 'tool_choice'
         msg = msg.replace('structured_outputs', param, 1)

@@ -444,7 +444,6 @@ JSON_DEPTH = 4
 
 def _list(item, lo=0, hi=None):
     "A JSON array of `lo` to `hi` items."
-    if hi is not None and hi < lo: raise ValueError(f"json schema: maxItems ({hi}) is below minItems ({lo})")
     by = seq(lit(','), WS)
     if hi is None and lo <= 1: body = sep(item, by) if lo else opt(sep(item, by))
     else:
@@ -519,19 +518,31 @@ def schema_node(schema, root=None, depth: int = 0):
     return _typed(schema, t, sub)
 
 # %% ../nbs/07a_structured.ipynb #7305704c
+def _bounds(schema: dict, what: str) -> tuple:
+    "The least and most of `what` ('Items', 'Length') `schema` allows: integers >= 0, the most None if unbounded."
+    lo, hi = schema.get('min' + what, 0), schema.get('max' + what)
+    for k, v in ((f'min{what}', lo), (f'max{what}', hi)):
+        if k in schema and not (type(v) is int and v >= 0):
+            raise ValueError(f"json schema: {k} must be an integer >= 0, got {v!r:.80}")
+    if hi is not None and hi < lo: raise ValueError(f"json schema: max{what} ({hi}) is below min{what} ({lo})")
+    return lo, hi
+
 def _typed(schema: dict, t, sub):
     if t is None: return any_json()
     if t == 'string':
         pattern = schema.get('pattern', FORMATS.get(schema.get('format')))
-        body = _in_string(parse_regex(pattern)) if pattern else rep(CHAR, schema.get('minLength', 0),
-                                                                      schema.get('maxLength'))
+        body = _in_string(parse_regex(pattern)) if pattern else rep(CHAR, *_bounds(schema, 'Length'))
         return seq(lit('"'), body, lit('"'))
     if t in ('integer', 'number'): return INTEGER if t == 'integer' else NUMBER
     if t == 'boolean': return alt(lit('true'), lit('false'))
     if t == 'null': return lit('null')
-    if t == 'array': return _list(sub(schema.get('items', True)), schema.get('minItems', 0), schema.get('maxItems'))
+    if t == 'array': return _list(sub(schema.get('items', True)), *_bounds(schema, 'Items'))
     if t != 'object': raise ValueError(f"json schema: unknown type {t!r}")
     props, more = schema.get('properties'), schema.get('additionalProperties', True)
+    if not isinstance(props, (dict, type(None))):
+        raise ValueError(f"json schema: properties must be an object of schemas, got {props!r:.80}")
+    if not isinstance(more, (bool, dict)):
+        raise ValueError(f"json schema: additionalProperties must be true, false or a schema, got {more!r:.80}")
     if not props and more is False: return lit('{}')
     if not props and isinstance(more, dict): return _object(sub(more))   # a map: each value of that schema
     if not props: return any_json(kinds=('object',))
