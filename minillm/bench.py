@@ -243,8 +243,9 @@ def summarize(rows: list, bandwidth=None, dtype='bfloat16') -> list:
         r['ms_per_step'] = 1e3 * r['seconds'] / max(N)
         if bandwidth:
             cfg, b = model_config(r['model']), DTYPE_BYTES[dtype]
-            wb = 1 if r['peer'].endswith('int8') else b          # int8 weights: one byte each
-            wbytes, kvbytes = weight_bytes(cfg, wb), kv_bytes_per_token(cfg, b)
+            wbytes, kvbytes = weight_bytes(cfg, b), kv_bytes_per_token(cfg, b)
+            if r['peer'].endswith('int8'):   # one byte a weight, but a head tied to the embedding stays as it is
+                wbytes = weight_bytes(cfg, 1) + cfg.tie_word_embeddings * cfg.vocab_size * cfg.hidden_size * (b - 1)
             r['floor_s'] = floor_seconds(P, N, wbytes, kvbytes, bandwidth)
             r['floor_pct'], r['bandwidth'] = 100 * r['floor_s'] / r['seconds'], bandwidth
     return rows
