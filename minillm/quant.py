@@ -104,7 +104,7 @@ _DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 # Tile shapes (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages[, K splits]) by M, for narrow
 # (N < _WIDE_N), wide, and narrow deep (K >= _DEEP_K) outputs; BLOCK_M = 1 is the GEMV kernel, used
 # for one row at every width (the whole decode step measured faster so, below). Each is the fastest
-# measured on an H200 (bf16, Qwen3-8B shapes; end of chapter).
+# measured on an H200 (bf16, Qwen3-8B shapes; section "More rows").
 _WIDE_N, _DEEP_K = 16384, 8192
 _GEMV = (1, *GEMV_INT8_CONFIG, 1)
 _CONFIGS = [(1,    _GEMV, _GEMV, _GEMV),
