@@ -27,7 +27,7 @@ def _ld(ptrs, ok, EVEN: tl.constexpr):
     else: v = tl.load(ptrs, mask=ok, other=0.)
     return v
 
-#| export
+# %% ../../nbs/10b_gemv.ipynb #1280c19a
 @triton.jit
 def _act(x_ptrs, r_ptrs, ok, EVEN: tl.constexpr, HAS_RES: tl.constexpr):
     "A chunk of the activation row: `x`, or `x + residual` rounded to x's dtype like torch's add."
@@ -44,7 +44,7 @@ def _wload(w_ptrs, n_ok, ok, EVEN: tl.constexpr):
                       eviction_policy='evict_first')
     return w
 
-#| export
+# %% ../../nbs/10b_gemv.ipynb #136bf95b
 @triton.jit
 def _wx(w, xf, INT8: tl.constexpr):
     "A weight tile times the fp32 activation chunk, elementwise in fp32."
