@@ -520,10 +520,11 @@ def schema_node(schema, root=None, depth: int = 0):
 # %% ../nbs/07a_structured.ipynb #7305704c
 def _bounds(schema: dict, what: str) -> tuple:
     "The least and most of `what` ('Items', 'Length') `schema` allows: integers >= 0, the most None if unbounded."
-    lo, hi = schema.get('min' + what, 0), schema.get('max' + what)
-    for k, v in ((f'min{what}', lo), (f'max{what}', hi)):
-        if k in schema and not (type(v) is int and v >= 0):
+    lo, hi = schema.get('min' + what), schema.get('max' + what)           # null: not given
+    for k, v in ((f'min{what}', lo), (f'max{what}', hi)):                # 2.0 is an integer, as JSON Schema reads it
+        if v is not None and not (type(v) in (int, float) and v >= 0 and float(v).is_integer()):
             raise ValueError(f"json schema: {k} must be an integer >= 0, got {v!r:.80}")
+    lo, hi = int(lo or 0), None if hi is None else int(hi)
     if hi is not None and hi < lo: raise ValueError(f"json schema: max{what} ({hi}) is below min{what} ({lo})")
     return lo, hi
 
@@ -538,7 +539,8 @@ def _typed(schema: dict, t, sub):
     if t == 'null': return lit('null')
     if t == 'array': return _list(sub(schema.get('items', True)), *_bounds(schema, 'Items'))
     if t != 'object': raise ValueError(f"json schema: unknown type {t!r}")
-    props, more = schema.get('properties'), schema.get('additionalProperties', True)
+    props, more = schema.get('properties'), schema.get('additionalProperties')
+    more = True if more is None else more                               # null: not given
     if not isinstance(props, (dict, type(None))):
         raise ValueError(f"json schema: properties must be an object of schemas, got {props!r:.80}")
     if not isinstance(more, (bool, dict)):
