@@ -143,6 +143,7 @@ def _check(self: SamplingParams):
     self.top_p = _real('top_p', self.top_p, 0, 1, lo_open=True)
     self.top_k = _int('top_k', self.top_k, lambda v: v >= -1,
                       "an int: -1 or 0 (disabled) or >= 1")
+    self.top_k = min(self.top_k, 2**31 - 1)     # past any vocabulary (all kept), and fits the kernels' int32
     self.min_p = _real('min_p', self.min_p, 0, 1)
     self.repetition_penalty = _real('repetition_penalty', self.repetition_penalty,
                                     0, inf, True, True)
