@@ -267,6 +267,7 @@ def apply_top_k_top_p(logits, k, p):
     above = probs.cumsum(-1).roll(1, -1)
     above[:, 0] = 0
     drop = (above >= p[:, None]) & (p < 1)[:, None]
+    drop[:, 0] = False                          # the likeliest stays, even where a tiny top_p rounded to 0
     srt = srt.masked_fill(drop, float('-inf'))
     return torch.empty_like(logits).scatter_(1, order, srt)
 

@@ -490,6 +490,9 @@ def _ref(root, ref):
         if not isinstance(target, dict) or part not in target:
             raise ValueError(f"json schema: $ref {ref!r} points to nothing")
         target = target[part]
+    if target is True: return {}                       # any value
+    if not isinstance(target, dict):
+        raise ValueError(f"json schema: $ref {ref!r} points to {target!r:.80}, not a schema object")
     return target
 
 # %% ../nbs/07a_structured.ipynb #7d7e9897
