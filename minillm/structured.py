@@ -525,7 +525,7 @@ def _bounds(schema: dict, what: str) -> tuple:
     "The least and most of `what` ('Items', 'Length') `schema` allows: integers >= 0, the most None if unbounded."
     lo, hi = schema.get('min' + what), schema.get('max' + what)           # null: not given
     for k, v in ((f'min{what}', lo), (f'max{what}', hi)):                # 2.0 is an integer, as JSON Schema reads it
-        if v is not None and not (type(v) in (int, float) and v >= 0 and float(v).is_integer()):
+        if v is not None and not ((type(v) is int or type(v) is float and v.is_integer()) and v >= 0):
             raise ValueError(f"json schema: {k} must be an integer >= 0, got {v!r:.80}")
     lo, hi = int(lo or 0), None if hi is None else int(hi)
     if hi is not None and hi < lo: raise ValueError(f"json schema: max{what} ({hi}) is below min{what} ({lo})")
