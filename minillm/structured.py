@@ -13,9 +13,10 @@ from .tokenizer import QWEN_SPECIAL_START, QwenTiktokenizer
 
 # %% auto #0
 __all__ = ['MAX_NFA', 'MAX_DFA', 'WS', 'CHAR', 'STRING', 'INTEGER', 'NUMBER', 'JSON_DEPTH', 'FORMATS', 'UNSUPPORTED', 'chars',
-           'lit', 'seq', 'alt', 'rep', 'opt', 'sep', 'RegexParser', 'parse_regex', 'utf8_sequences', 'NFA',
-           'byte_classes', 'determinize', 'token_bytes', 'Vocab', 'Automaton', 'automaton', 'TokenDFA', 'unpack_mask',
-           'Guide', 'any_json', 'schema_node', 'inline_refs', 'choice_node', 'constraint_node', 'compile_constraint']
+           'lit', 'seq', 'alt', 'rep', 'opt', 'sep', 'both', 'RegexParser', 'parse_regex', 'utf8_sequences', 'NFA',
+           'byte_classes', 'determinize', 'trim', 'token_bytes', 'Vocab', 'Automaton', 'automaton', 'TokenDFA',
+           'unpack_mask', 'Guide', 'any_json', 'schema_node', 'inline_refs', 'choice_node', 'constraint_node',
+           'compile_constraint']
 
 # %% ../nbs/07a_structured.ipynb #d6284dd1
 def chars(ranges, neg=False) -> tuple:
@@ -28,6 +29,7 @@ def alt(*nodes) -> tuple: return nodes[0] if len(nodes) == 1 else ('alt', nodes)
 def rep(node, lo=0, hi=None) -> tuple: return ('rep', node, lo, hi)   # hi None: no limit
 def opt(node) -> tuple: return rep(node, 0, 1)
 def sep(item, by) -> tuple: return ('sep', item, by)                  # one or more items, `by` between
+def both(a, b) -> tuple: return ('both', a, b)                        # the texts `a` and `b` both allow
 
 # %% ../nbs/07a_structured.ipynb #6727d6ca
 class RegexParser:
@@ -229,6 +231,7 @@ def build(self: NFA, node, s: int) -> int:
         end = self.build(node[1], a)
         self.eps[self.build(node[2], end)].append(a)
         return end
+    if kind == 'both': return self.build_both(node, s)   # a product of two DFAs: see JSON
     _, n, lo, hi = node                                # rep: lo copies, then a loop or the optional rest
     for _ in range(lo): s = self.build(n, s)
     if hi is None:
@@ -272,6 +275,32 @@ def determinize(nfa: NFA, sig: np.ndarray) -> tuple:
             row.append(index[S])
         rows.append(row)
     return np.array(rows, np.int32), np.array([nfa.accept in S for S in sets])
+
+# %% ../nbs/07a_structured.ipynb #6acf6e25
+def _live(table: np.ndarray, accepting: np.ndarray) -> np.ndarray:
+    "Which states can still reach an accepting one: a search back from those, along the table's edges reversed."
+    n, K = table.shape
+    order = np.argsort(table, axis=None, kind='stable')             # the edges by the state they lead to
+    src, ends = order // K, np.searchsorted(table.reshape(-1)[order], np.arange(n + 1))
+    live, todo = accepting.copy(), np.flatnonzero(accepting).tolist()
+    while todo:
+        t = todo.pop()
+        new = np.unique(src[ends[t]:ends[t + 1]])
+        new = new[~live[new]]
+        live[new] = True
+        todo += new.tolist()
+    return live
+
+# %% ../nbs/07a_structured.ipynb #c0fc3b49
+def trim(table: np.ndarray, accepting: np.ndarray) -> tuple:
+    "`(table, accepting)` without the states that cannot reach an accepting one (the start kept, as state 1)."
+    live = _live(table, accepting)
+    if live[1:].all(): return table, accepting
+    keep = np.union1d([0, 1], np.flatnonzero(live))
+    to = np.zeros(len(table), np.int32)
+    to[keep] = np.arange(len(keep))
+    to[~live] = 0                                              # into a state with no way out: dead
+    return to[table[keep]], accepting[keep]
 
 # %% ../nbs/07a_structured.ipynb #4d74be58
 def _byte_alphabet() -> dict:
@@ -323,10 +352,14 @@ class Automaton(NamedTuple):
     table: np.ndarray        # [states, classes]: the next state (0 dead, 1 start)
     accepting: np.ndarray    # [states]: may the text end here?
 
-def automaton(node) -> Automaton:
+def automaton(node,
+              empty: bool = False) -> Automaton:   # may it match no text (a part of a larger constraint)?
+    "The trimmed DFA of a syntax tree; a ValueError where it matches no text."
     nfa = NFA(node)
     byte_class, sig = byte_classes(nfa.matchers)
-    return Automaton(byte_class, *determinize(nfa, sig))
+    a = Automaton(byte_class, *trim(*determinize(nfa, sig)))
+    if not (empty or a.accepting[1] or a.table[1].any()): raise ValueError("the constraint matches no text")
+    return a
 
 # %% ../nbs/07a_structured.ipynb #a06ea369
 class TokenDFA:
@@ -462,10 +495,24 @@ def any_json(depth: int = JSON_DEPTH, kinds=('object', 'array', 'string', 'numbe
     if inner: trees['array'], trees['object'] = _list(inner), _object(inner)
     return alt(*[trees[k] for k in kinds if k in trees])
 
-# %% ../nbs/07a_structured.ipynb #10bf1455
+# %% ../nbs/07a_structured.ipynb #e13e6f19
+_DUR_T = r'T(\d+H(\d+M(\d+S)?)?|\d+M(\d+S)?|\d+S)'                      # RFC 3339, appendix A
+_OCTET, _H16 = r'(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)', '[0-9A-Fa-f]{1,4}'
+_IPV4 = rf'({_OCTET}\.){{3}}{_OCTET}'
+_IPV6 = '|'.join([f'({_H16}:){{7}}{_H16}', f'({_H16}:){{1,7}}:', f':(:{_H16}){{1,7}}', '::'] +
+                 [f'({_H16}:){{1,{7 - j}}}(:{_H16}){{1,{j}}}' for j in range(1, 7)])   # groups :: j groups
+_LABEL = r'[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?'
+_ATOM = r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+"
+_PCHAR = r"[A-Za-z0-9\-._~!$&'()*+,;=:@/]|%[0-9A-Fa-f]{2}"             # a path's characters, '/' among them
 FORMATS = {'date': r'\d{4}-\d{2}-\d{2}', 'time': r'\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})?',
            'date-time': r'\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})?',
-           'uuid': r'[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}'}
+           'uuid': r'[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}',
+           'duration': rf'P((\d+D|\d+M(\d+D)?|\d+Y(\d+M(\d+D)?)?)({_DUR_T})?|{_DUR_T}|\d+W)',
+           'ipv4': _IPV4, 'ipv6': _IPV6, 'ipvanyaddress': f'({_IPV4})|({_IPV6})',
+           'hostname': rf'{_LABEL}(\.{_LABEL})*', 'email': rf'{_ATOM}(\.{_ATOM})*@{_LABEL}(\.{_LABEL})+',
+           'uri': rf'[A-Za-z][A-Za-z0-9+.\-]*:({_PCHAR})*(\?({_PCHAR}|\?)*)?(#({_PCHAR}|\?)*)?'}
+
+# %% ../nbs/07a_structured.ipynb #10bf1455
 UNSUPPORTED = ('not', 'if', 'then', 'else', 'patternProperties', 'prefixItems', 'dependentSchemas', 'contains',
                'minimum', 'maximum', 'exclusiveMinimum', 'exclusiveMaximum', 'multipleOf', 'uniqueItems',
                'minProperties', 'maxProperties', 'propertyNames')
@@ -516,7 +563,9 @@ def schema_node(schema, root=None, depth: int = 0):
             raise ValueError("json schema: allOf of more than one schema is not supported")
         rest = {k: v for k, v in schema.items() if k != key}
         return alt(*[sub({**rest, **s}) for s in schema[key]])
-    t = schema.get('type', 'object' if 'properties' in schema else 'array' if 'items' in schema else None)
+    more, need = schema.get('additionalProperties'), schema.get('required')
+    keyed = 'properties' in schema or more not in (None, True) or isinstance(need, list) and need   # of keys
+    t = schema.get('type', 'object' if keyed else 'array' if 'items' in schema else None)
     if isinstance(t, list): return alt(*[sub({**schema, 'type': x}) for x in t])
     return _typed(schema, t, sub)
 
@@ -531,28 +580,85 @@ def _bounds(schema: dict, what: str) -> tuple:
     if hi is not None and hi < lo: raise ValueError(f"json schema: max{what} ({hi}) is below min{what} ({lo})")
     return lo, hi
 
-def _typed(schema: dict, t, sub):
-    if t is None: return any_json()
-    if t == 'string':
-        pattern = schema.get('pattern', FORMATS.get(schema.get('format')))
-        body = _in_string(parse_regex(pattern)) if pattern else rep(CHAR, *_bounds(schema, 'Length'))
-        return seq(lit('"'), body, lit('"'))
-    if t in ('integer', 'number'): return INTEGER if t == 'integer' else NUMBER
-    if t == 'boolean': return alt(lit('true'), lit('false'))
-    if t == 'null': return lit('null')
-    if t == 'array': return _list(sub(schema.get('items', True)), *_bounds(schema, 'Items'))
-    if t != 'object': raise ValueError(f"json schema: unknown type {t!r}")
+# %% ../nbs/07a_structured.ipynb #3af10f62
+@patch
+def build_both(self: NFA, node, s: int) -> int:
+    "Add `both(a, b)`: a state for each pair of a's and b's DFA states that a text reaches."
+    x, y = automaton(node[1], empty=True), automaton(node[2], empty=True)
+    runs = {}                                                  # (x's class, y's class) -> its runs of bytes
+    for b, k in enumerate(zip(x.byte_class.tolist(), y.byte_class.tolist())):
+        r = runs.setdefault(k, [])
+        if r and r[-1][1] == b - 1: r[-1] = (r[-1][0], b)
+        else: r.append((b, b))
+    e, at, todo = self.state(), {(1, 1): self.state()}, [(1, 1)]
+    self.eps[s].append(at[1, 1])
+    while todo:
+        p, q = todo.pop()
+        if x.accepting[p] and y.accepting[q]: self.eps[at[p, q]].append(e)
+        for (i, j), rs in runs.items():
+            t = int(x.table[p, i]), int(y.table[q, j])
+            if not all(t): continue
+            if t not in at: at[t] = self.state(); todo.append(t)
+            for r in rs: self.moves[at[p, q]].append((self.matchers.setdefault(r, len(self.matchers)), at[t]))
+    return e
+
+# %% ../nbs/07a_structured.ipynb #971f520d
+def _span(node) -> tuple:
+    "The fewest and the most characters of a regex tree's texts (the most None: no limit)."
+    kind, *rest = node
+    if kind == 'chars': return 1, 1
+    if kind == 'rep':
+        (a, b), lo, hi = _span(rest[0]), rest[1], rest[2]
+        return a * lo, 0 if hi == 0 or b == 0 else None if hi is None or b is None else b * hi
+    spans = [_span(n) for n in rest[0]]
+    his = [b for _, b in spans]
+    if kind == 'alt': return min(a for a, _ in spans), None if None in his else max(his)
+    return sum(a for a, _ in spans), None if None in his else sum(his)
+
+def _string(schema: dict) -> tuple:
+    "The characters between a string's quotes: its pattern, its format and its length, those that are given."
+    lo, hi = _bounds(schema, 'Length')
+    given = [p for p in (schema.get('pattern'), FORMATS.get(schema.get('format'))) if p]
+    if not given: return rep(CHAR, lo, hi)                  # escapes too: only a pattern's text is plain
+    nodes = [_in_string(parse_regex(p)) for p in given]
+    if not any(lo <= a and (hi is None or b is not None and b <= hi) for a, b in map(_span, nodes)):
+        nodes.append(rep(chars(_UNSAFE, neg=True), lo, hi))
+    return functools.reduce(both, nodes)
+
+# %% ../nbs/07a_structured.ipynb #3848d96e
+def _members(schema: dict, sub):
+    "An object: its properties in order, then the keys `required` names that they do not."
     props, more = schema.get('properties'), schema.get('additionalProperties')
     more = True if more is None else more                               # null: not given
     if not isinstance(props, (dict, type(None))):
         raise ValueError(f"json schema: properties must be an object of schemas, got {props!r:.80}")
     if not isinstance(more, (bool, dict)):
         raise ValueError(f"json schema: additionalProperties must be true, false or a schema, got {more!r:.80}")
+    props, need = props or {}, schema.get('required')
+    if need is None or isinstance(need, bool): need = []   # draft 3's `required: true`: every property is written
+    if not (isinstance(need, list) and all(isinstance(k, str) for k in need)):
+        raise ValueError(f"json schema: required must be a list of property names, got {need!r:.80}")
+    extra = [k for k in dict.fromkeys(need) if k not in props]
+    if extra and more is False:
+        raise ValueError(f"json schema: required names {extra[0]!r}, which properties does not list, and "
+                         "additionalProperties is false: no object satisfies the schema")
+    props = {**props, **dict.fromkeys(extra, more)}                   # any JSON, or the schema of other keys
     if not props and more is False: return lit('{}')
     if not props and isinstance(more, dict): return _object(sub(more))   # a map: each value of that schema
     if not props: return any_json(kinds=('object',))
     pairs = [seq(_dump(k), lit(':'), WS, sub(v)) for k, v in props.items()]
     return seq(lit('{'), *[seq(lit(','), WS, p) if i else p for i, p in enumerate(pairs)], lit('}'))
+
+# %% ../nbs/07a_structured.ipynb #f1363700
+def _typed(schema: dict, t, sub):
+    if t is None: return any_json()
+    if t == 'string': return seq(lit('"'), _string(schema), lit('"'))
+    if t in ('integer', 'number'): return INTEGER if t == 'integer' else NUMBER
+    if t == 'boolean': return alt(lit('true'), lit('false'))
+    if t == 'null': return lit('null')
+    if t == 'array': return _list(sub(schema.get('items', True)), *_bounds(schema, 'Items'))
+    if t != 'object': raise ValueError(f"json schema: unknown type {t!r}")
+    return _members(schema, sub)
 
 # %% ../nbs/07a_structured.ipynb #6cb23983
 def inline_refs(schema, root=None, depth: int = 0):
