@@ -4,7 +4,7 @@
 
 # %% ../nbs/09_engine.ipynb #ce6d19bb
 from __future__ import annotations
-import gc, json, math, numbers, random, time, traceback, warnings, weakref
+import gc, json, math, numbers, os, random, time, traceback, warnings, weakref
 from dataclasses import dataclass, field, replace
 import numpy as np
 import torch
@@ -64,8 +64,11 @@ def _check(self: EngineConfig):
     for k in ('overlap', 'enable_prefix_caching'):
         if not isinstance(getattr(self, k), bool):
             raise ValueError(f"{k} must be a bool, got {getattr(self, k)!r}")
-    if self.seed is not None and not _is_int(self.seed):
-        raise ValueError(f"seed must be None or an int, got {self.seed!r}")
+    if not isinstance(self.model, (str, os.PathLike)):
+        raise ValueError(f"model must be a checkpoint directory, a Hub id or {DEFAULT_MODEL!r}, "
+                         f"got {self.model!r:.80}")
+    if self.seed is not None and not (_is_int(self.seed) and -2**63 <= self.seed < 2**64):
+        raise ValueError(f"seed must be None or an int in [-2**63, 2**64), got {self.seed!r:.80}")
     choices = dict(attention_backend=('auto', 'torch', 'triton'),
                    cuda_graphs=('auto', 'on', 'off', 'emulate'),
                    reasoning_parser=(None, *REASONING_PARSERS))
@@ -77,17 +80,18 @@ def _check(self: EngineConfig):
                 prompt_lookup_max=1, prompt_lookup_min=1, speculative_max_batch=1)
     for k, lo in lows.items():
         v = getattr(self, k)
-        if not _is_int(v) or v < lo: raise ValueError(f"{k} must be an int >= {lo}, got {v!r}")
+        if not _is_int(v) or not lo <= v < 2**31:
+            raise ValueError(f"{k} must be an int in [{lo}, 2**31), got {v!r:.80}")
     lo, hi = self.prompt_lookup_min, self.prompt_lookup_max
     if lo > hi:
         raise ValueError(f"prompt_lookup_min ({lo}) must be <= prompt_lookup_max ({hi})")
     for k in ('max_model_len', 'num_kv_blocks', 'max_num_batched_tokens'):
         v = getattr(self, k)
-        if v is not None and (not _is_int(v) or v < 1):
-            raise ValueError(f"{k} must be None or an int >= 1, got {v!r}")
-    if not 0 < self.gpu_memory_utilization <= 1:
-        raise ValueError(f"gpu_memory_utilization must be in (0, 1], "
-                         f"got {self.gpu_memory_utilization!r}")
+        if v is not None and (not _is_int(v) or not 1 <= v < 2**31):
+            raise ValueError(f"{k} must be None or an int in [1, 2**31), got {v!r:.80}")
+    g = self.gpu_memory_utilization
+    if isinstance(g, bool) or not isinstance(g, numbers.Real) or not 0 < g <= 1:
+        raise ValueError(f"gpu_memory_utilization must be a number in (0, 1], got {g!r:.80}")
 
 # %% ../nbs/09_engine.ipynb #e0a10002
 # name -> (chapter, setup(engine)), added by later chapters' modules, run in chapter order
@@ -402,6 +406,7 @@ def _check_params(self: LLMEngine, params: SamplingParams | None) -> SamplingPar
     params = SamplingParams() if params is None else params
     if not isinstance(params, SamplingParams):
         raise TypeError(f"sampling_params must be SamplingParams, got {type(params).__name__}")
+    params = replace(params)                  # checked again: a caller may have changed a field since
     for name, k in (('logprobs', params.logprobs), ('prompt_logprobs', params.prompt_logprobs)):
         if k is not None and k > self.config.max_logprobs:
             raise ValueError(f"{name} ({k}) exceeds this engine's max_logprobs "
@@ -410,7 +415,8 @@ def _check_params(self: LLMEngine, params: SamplingParams | None) -> SamplingPar
         words = bad_word_ids(self.tokenizer, params.bad_words)
         params = replace(params, bad_words_token_ids=[*(params.bad_words_token_ids or ()), *words])
     V, allowed = self.model.config.vocab_size, params.allowed_token_ids
-    for name in ('logit_bias', 'allowed_token_ids'): _check_vocab(name, getattr(params, name) or (), V)
+    for name in ('logit_bias', 'allowed_token_ids', 'stop_token_ids'):
+        _check_vocab(name, getattr(params, name) or (), V)
     _check_vocab('bad_words_token_ids', [t for w in params.bad_words_token_ids or () for t in w], V)
     masked = {w[0] for w in params.bad_words_token_ids or () if len(w) == 1}   # one-token bad words
     if params.min_tokens: masked |= {*self.eos_token_ids, *params.stop_token_ids}

@@ -4,7 +4,7 @@
 
 # %% ../nbs/09a_llm.ipynb #9a000003
 from __future__ import annotations
-import itertools, threading, time, warnings
+import itertools, numbers, threading, time, warnings
 from dataclasses import fields
 from fastcore.basics import patch
 from .loading import DEFAULT_MODEL
@@ -67,8 +67,12 @@ def _unwrap(p):
     if not isinstance(p, dict): return p
     if len(p) != 1 or not set(p) <= {'prompt', 'prompt_token_ids'}:
         raise ValueError("a prompt dict must have one key, 'prompt' or 'prompt_token_ids'; "
-                         f"got {sorted(p)}")
-    return next(iter(p.values()))
+                         f"got {sorted(p, key=str)}")
+    (k, v), = p.items()
+    want = 'a str' if k == 'prompt' else 'a list of int token ids'
+    if not (isinstance(v, str) if k == 'prompt' else is_token_ids(v)):
+        raise ValueError(f"a prompt dict's {k!r} must be {want}, got {v!r:.80}")
+    return v
 
 def normalize_prompts(prompts, sampling_params):
     "(list of prompts, list of SamplingParams); one prompt may be a str, a list of token ids or a prompt dict."
@@ -76,12 +80,18 @@ def normalize_prompts(prompts, sampling_params):
     elif not isinstance(prompts, (list, tuple)):
         raise TypeError("prompts must be a str, a list of token ids, a prompt dict, or a list of those; "
                         f"got {type(prompts).__name__}")
+    if any(isinstance(p, numbers.Integral) for p in prompts):
+        raise ValueError("prompts mixes token ids with other prompts: a list of ints is one prompt, and "
+                         f"several prompts are a list of those; got {prompts!r:.80}")
     prompts = [_unwrap(p) for p in prompts]
     sp = SamplingParams() if sampling_params is None else sampling_params
     if isinstance(sp, (list, tuple)):
         if len(sp) != len(prompts):
             raise ValueError(f"sampling_params has {len(sp)} entries for {len(prompts)} prompts; "
                              "give one, or one per prompt")
+        bad = [i for i, s in enumerate(sp) if not isinstance(s, SamplingParams)]
+        if bad:
+            raise TypeError(f"sampling_params[{bad[0]}] must be SamplingParams, got {type(sp[bad[0]]).__name__}")
         return prompts, list(sp)
     if not isinstance(sp, SamplingParams):
         raise TypeError("sampling_params must be SamplingParams or a list of them, got "

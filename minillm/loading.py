@@ -23,6 +23,8 @@ _HUB_FILES = ['*.json', '*.safetensors', '*.txt', '*.model', '*.tiktoken']
 # %% ../nbs/04_loading.ipynb #e4c997b6
 def resolve_checkpoint(name) -> Path:
     "The local directory of checkpoint `name`: a directory, a Hub id (downloaded), or `tiny-qwen3`."
+    if not str(name).strip():
+        raise ValueError(f"model is empty: pass a checkpoint directory, a Hub id (owner/name) or {DEFAULT_MODEL!r}")
     p = Path(str(name)).expanduser()
     if p.is_dir(): return p
     if str(name) == DEFAULT_MODEL: return default_checkpoint()
@@ -132,6 +134,11 @@ def resolve_device(device) -> torch.device:
         raise ValueError(f"device {str(device)!r} is not supported: minillm runs on 'cpu' or 'cuda'")
     if device.type == 'cuda' and not torch.cuda.is_available():
         raise ValueError(f"device {str(device)!r} requested but CUDA is not available")
+    if device.type == 'cpu' and device.index not in (None, 0):
+        raise ValueError(f"device {str(device)!r}: the CPU is one device, 'cpu'")
+    if device.type == 'cuda' and (device.index or 0) >= torch.cuda.device_count():
+        raise ValueError(f"device {str(device)!r}: this machine has {torch.cuda.device_count()} CUDA device(s), "
+                         f"'cuda:0' to 'cuda:{torch.cuda.device_count() - 1}'")
     return device
 
 # %% ../nbs/04_loading.ipynb #697bd972

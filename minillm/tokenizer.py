@@ -221,10 +221,18 @@ def chat_prompt(tok, messages, chat_template=None, add_generation_prompt=True,
                 tools: list | None = None,             # functions the model may call (the API's `tools`)
                 **kwargs) -> str:
     "The prompt text of a conversation: `messages` through `chat_template` (default: the tokenizer's)."
+    if not isinstance(chat_template, (str, type(None))):
+        raise ValueError(f"chat_template must be a Jinja template (a str), got {chat_template!r:.80}")
+    tkw = template_kwargs or {}
+    if not (isinstance(tkw, dict) and all(isinstance(k, str) for k in tkw)):
+        raise ValueError(f"chat_template_kwargs must be a dict with str keys, got {template_kwargs!r:.80}")
     template = chat_template or getattr(tok, 'chat_template', None)
     if not template: raise ValueError("this checkpoint has no chat template: pass chat_template")
     messages = check_messages(messages)
-    kw = {'add_generation_prompt': add_generation_prompt, **(template_kwargs or {}), **kwargs}
+    kw = {'add_generation_prompt': add_generation_prompt, **tkw, **kwargs}
+    flags = dict(add_generation_prompt=kw['add_generation_prompt'], continue_final_message=continue_final_message)
+    for k, v in flags.items():
+        if not isinstance(v, bool): raise ValueError(f"{k} must be a bool, got {v!r:.80}")
     if tools is not None: kw['tools'] = check_tools(tools)
     if continue_final_message and kw['add_generation_prompt']:
         raise ValueError("continue_final_message and add_generation_prompt cannot both be true: one continues "
