@@ -26,6 +26,7 @@ def _int_at_least(lo: int, hi: int | None = None):
         except ValueError: raise argparse.ArgumentTypeError(f"must be {what}, got {s!r}")
         if v < lo or (hi is not None and v > hi):
             raise argparse.ArgumentTypeError(f"must be {what}, got {v}")
+        if v >= 2**31: raise argparse.ArgumentTypeError(f"must be {what} below 2**31, got {v}")
         return v
     return parse
 
@@ -81,6 +82,9 @@ def _serve_args(p):
     p.add_argument('--reasoning-parser', choices=('qwen3', 'deepseek_r1'), default=None,
                    help="send a chat reply's thinking (<think> ... </think>) as reasoning_content, and begin "
                         "structured outputs once it ends (default: off)")
+    p.add_argument('--trust-request-chat-template', action='store_true',
+                   help="render a chat_template that a request sends: code from the client, run with no time limit "
+                        "(default: such a request is refused)")
 
 # %% ../nbs/20_cli.ipynb #b31c3f6c
 def build_parser():
@@ -129,23 +133,28 @@ def generate_cmd(args):
     print(f"[{n} tokens in {dt:.2f} s, {n/dt:.1f} tokens/s]", file=sys.stderr)
 
 # %% ../nbs/20_cli.ipynb #825e34e0
-def serve_cmd(args):
+def _config(args):
     from minillm.engine import EngineConfig
-    from minillm.server import serve
     keys = ('model', 'dtype', 'device', 'max_model_len', 'max_num_seqs', 'max_num_batched_tokens',
             'gpu_memory_utilization', 'speculative_tokens', 'quantization', 'reasoning_parser')
-    serve(EngineConfig(**{k: getattr(args, k) for k in keys}),
-          args.host, args.port, args.served_model_name, api_key=args.api_key)
+    return EngineConfig(**{k: getattr(args, k) for k in keys})
+
+def serve_cmd(args):
+    from minillm.server import serve
+    serve(_config(args), args.host, args.port, args.served_model_name,
+          api_key=args.api_key, trust_request_chat_template=args.trust_request_chat_template)
 
 # %% ../nbs/20_cli.ipynb #b9af382e
 def main(argv=None):
     "Entry point of the `minillm` command."
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.command in ('generate', 'serve'): _check_args(args, parser)
-    if args.command == 'generate':
-        try: _sampling(args)
-        except ValueError as e: parser.error(str(e))
+    if args.command in ('generate', 'serve'):
+        _check_args(args, parser)
+        try: (_sampling if args.command == 'generate' else _config)(args)
+        except ValueError as e:                 # a value the flags gave: named as its flag
+            k = str(e).split(' ', 1)[0]
+            parser.error(f"argument --{k.replace('_', '-')}: {e}" if k in vars(args) else str(e))
     from minillm import bench
     try: {'generate': generate_cmd, 'serve': serve_cmd, 'bench': bench.run}[args.command](args)
     except (OSError, ValueError, RuntimeError) as e:

@@ -20,10 +20,10 @@ from .tokenizer import parse_tool_calls, think_state
 from .engine import EngineConfig, LLMEngine, check_fits, is_token_ids, truncate_prompt
 
 # %% auto #0
-__all__ = ['STRUCTURED_FIELDS', 'FIELDS', 'MAX_LOGPROBS', 'MAX_N', 'NOT_IMPLEMENTED', 'EngineProcess', 'APIError',
-           'structured_outputs', 'request_params', 'make_params', 'completion_prompts', 'refuse_unsupported',
-           'tool_choice', 'completion_logprobs', 'echo_logprobs', 'chat_logprobs', 'usage', 'sse', 'Metrics', 'Server',
-           'forced_calls', 'Thinking', 'serve', 'server_process']
+__all__ = ['MAX_MESSAGE', 'STRUCTURED_FIELDS', 'FIELDS', 'MAX_LOGPROBS', 'MAX_N', 'NOT_IMPLEMENTED', 'BOOL_FIELDS',
+           'TEMPLATE_KEYS', 'EngineProcess', 'APIError', 'structured_outputs', 'request_params', 'make_params',
+           'completion_prompts', 'refuse_unsupported', 'tool_choice', 'completion_logprobs', 'echo_logprobs',
+           'chat_logprobs', 'usage', 'sse', 'Metrics', 'Server', 'forced_calls', 'Thinking', 'serve', 'server_process']
 
 # %% ../nbs/09b_server.ipynb #9b000008
 def _wire(o) -> tuple:
@@ -79,7 +79,7 @@ def _engine_main(config: EngineConfig, conn):
     s, bm = engine.scheduler, engine.block_manager
     stats = lambda: (len(s.running), len(s.waiting), bm.num_used_blocks / bm.num_blocks,
                      bm.stats.hit_rate)
-    conn.send(('ready', str(engine.model.path), engine.max_model_len))
+    conn.send(('ready', str(engine.model.path), engine.max_model_len, engine.model.config.vocab_size))
     pending, ready = {}, True                              # outputs not sent yet; may we send?
     try:
         while True:
@@ -124,7 +124,7 @@ class EngineProcess:
         except EOFError:
             kind, info = 'error', [f"the engine process ended (exit code {self._exitcode()})"]
         if kind == 'error': raise RuntimeError(info[0])
-        path, self.max_model_len = info
+        path, self.max_model_len, self.vocab_size = info      # the vocabulary: token ids in [0, vocab_size)
         self.tokenizer, self.reasoning_parser = load_tokenizer(path), config.reasoning_parser
         # running, waiting, KV in use, prefix hits
         self.queues, self.adding, self.stats = {}, {}, (0, 0, 0.0, 0.0)
@@ -231,9 +231,18 @@ def stop(self: EngineProcess):
     if self.proc.is_alive(): self.proc.kill()
 
 # %% ../nbs/09b_server.ipynb #9b000010
+MAX_MESSAGE = 300   # an error message's most characters: a long value a request sent is not echoed whole
+
+def _shorten(s: str, most: int = MAX_MESSAGE) -> str:
+    "`s`, or if it is longer than `most`, its start and end around '...' (as `reprlib` shortens a long string)."
+    if len(s) <= most: return s
+    head = most * 2 // 3
+    return s[:head] + '...' + s[head + 3 - most:]
+
 class APIError(Exception):
     "An error answered with OpenAI's error body: `{'error': {'message', 'type', 'param', 'code'}}`."
     def __init__(self, message: str, param: str | None = None, status: int = 400):
+        message = _shorten(message)
         super().__init__(message)
         self.message, self.param, self.status = message, param, status
     def body(self) -> dict:
@@ -242,6 +251,12 @@ class APIError(Exception):
         kind = kind.get(self.status, 'InternalServerError')
         return {'error': {'message': self.message, 'type': kind, 'param': self.param,
                           'code': self.status}}
+
+# %% ../nbs/09b_server.ipynb #840abe59
+def _bool(v, name: str, note: str = '', param: str | None = None):
+    "A 400 naming `param` (default: `name`) unless `v` is a bool, or None (left out)."
+    if v is not None and not isinstance(v, bool):
+        raise APIError(f"{name} must be a bool{note}, got {v!r}", param or name)
 
 # %% ../nbs/09b_server.ipynb #f06f8e95
 STRUCTURED_FIELDS = ('response_format', 'structured_outputs', 'guided_json', 'guided_regex', 'guided_choice')
@@ -297,9 +312,7 @@ def request_params(body: dict, chat: bool) -> dict:
     if chat:
         newer = body.get('max_completion_tokens')            # OpenAI's newer name wins when given
         kw['max_tokens'] = body.get('max_tokens') if newer is None else newer
-        if body.get('logprobs') not in (None, True, False):
-            raise APIError(f"logprobs must be a bool for chat completions, "
-                           f"got {body['logprobs']!r}", 'logprobs')
+        _bool(body.get('logprobs'), 'logprobs', ' for chat completions (top_logprobs: how many)')
         top = body.get('top_logprobs')
         if top is not None and not body.get('logprobs'):
             raise APIError("top_logprobs needs logprobs: true", 'top_logprobs')
@@ -321,6 +334,20 @@ def make_params(kw: dict, ids: list, max_model_len: int) -> tuple:
     except ValueError as e: raise APIError(str(e), 'max_tokens') from None
     return params, ids
 
+# %% ../nbs/09b_server.ipynb #0daf46a0
+def _as_sent(e: APIError, body: dict, chat: bool,
+             j: int | None = None, n: int = 1) -> APIError:   # the prompt it is about (from 0), of n
+    "`e` naming its field as `body` has it, and with several prompts, which one it is about."
+    param, msg = e.param, e.message
+    if param == 'structured_outputs':
+        param = structured_outputs(body)[1] or 'tool_choice'     # none: a forced tool call's
+        msg = msg.replace('structured_outputs', param, 1)
+    if chat and body.get('max_completion_tokens') is not None:   # the newer name: what counted
+        param = 'max_completion_tokens' if param == 'max_tokens' else param
+        msg = re.sub(r'\bmax_tokens\b', 'max_completion_tokens', msg)
+    which = f"prompt {j + 1} of {n}: " if j is not None and n > 1 else ''
+    return APIError(which + msg, param, e.status)
+
 # %% ../nbs/09b_server.ipynb #855a63f5
 def completion_prompts(body: dict) -> list:
     "The prompts of a completion request: strings or lists of token ids."
@@ -332,11 +359,13 @@ def completion_prompts(body: dict) -> list:
 
 # %% ../nbs/09b_server.ipynb #9ee1ffc6
 # the fields this server does not implement, and the values that ask for nothing: OpenAI's, then vLLM's
-NOT_IMPLEMENTED = dict(suffix=('',), best_of=(1,),
-                       functions=([],), function_call=('none',),
-                       guided_grammar=(), use_beam_search=(False,), prompt_logprobs=(),
-                       modalities=(['text'],), audio=(), reasoning_effort=(), prediction=(),
-                       web_search_options=(), include_reasoning=(True,))
+NOT_IMPLEMENTED = dict(suffix=('',), best_of=(1,), functions=([],), function_call=('none',),
+                       modalities=(['text'],), audio=(), reasoning_effort=(), verbosity=('medium',),
+                       prediction=(), web_search_options=(),
+                       include_reasoning=(True,), use_beam_search=(False,), prompt_logprobs=(),
+                       guided_grammar=(), structural_tag=(), guided_whitespace_pattern=(), prompt_embeds=(),
+                       documents=([],), logits_processors=([],), return_tokens_as_token_ids=(False,),
+                       priority=(0,), return_token_strs=(False,))
 
 def refuse_unsupported(body: dict):
     "Raise a 400 naming the first field whose value asks for something this server does not do."
@@ -371,8 +400,6 @@ def tool_choice(body: dict, chat: bool) -> tuple:
     """`(mode, name, spec)`: how tool calls are read out of the replies (None: not at all; 'auto', 'required' or
     'named'), the named function, and the structured output that a forced call is decoded under."""
     tools, choice, par = body.get('tools'), body.get('tool_choice'), body.get('parallel_tool_calls')
-    if par not in (None, True, False):
-        raise APIError(f"parallel_tool_calls must be a bool, got {par!r}", 'parallel_tool_calls')
     _check_choice(choice, tools, chat)
     if not tools or choice == 'none': return None, None, None
     if choice == 'required':
@@ -453,9 +480,10 @@ def text(self: Metrics) -> bytes:
 class Server:
     "The OpenAI-compatible API over an `EngineProcess`: `app` is the ASGI application."
     def __init__(self, engine: EngineProcess, model_name: str,
-                 api_key: str | None = None):   # when set, /v1 needs `Authorization: Bearer <api_key>`
+                 api_key: str | None = None,    # when set, /v1 needs `Authorization: Bearer <api_key>`
+                 trust_request_chat_template: bool = False):   # render a chat_template a request sends
         self.engine, self.model_name, self.metrics = engine, model_name, Metrics(engine)
-        self.api_key = api_key
+        self.api_key, self.trust_request_chat_template = api_key, trust_request_chat_template
         # tokenizing a long prompt takes a while: one thread of its own keeps the event loop free
         self._tokenizer_thread = ThreadPoolExecutor(1, thread_name_prefix='minillm-tokenizer')
         # compiling a structured output may take a second: in a thread of its own, prompts do not wait for it
@@ -525,55 +553,89 @@ async def _lifespan(self: Server, app):
     for t in (self._tokenizer_thread, self._compile_thread): t.shutdown(wait=False)
 
 # %% ../nbs/09b_server.ipynb #9b000018
+# a request's flags (vLLM's among them): each a bool, or left out
+BOOL_FIELDS = ('stream', 'echo', 'add_generation_prompt', 'continue_final_message', 'parallel_tool_calls')
+
 async def _body(request) -> dict:
     try: body = await request.json()
     except Exception: raise APIError("the request body is not valid JSON") from None
     if not isinstance(body, dict): raise APIError("the request body must be a JSON object")
-    if body.get('stream') not in (None, True, False):
-        raise APIError(f"stream must be a bool, got {body['stream']!r}", 'stream')
+    for k in BOOL_FIELDS: _bool(body.get(k), k)
     so = body.get('stream_options')
-    flags = ('include_usage', 'continuous_usage_stats')
-    if so is not None and (not isinstance(so, dict)
-                           or any(so.get(k) not in (None, True, False) for k in flags)):
-        raise APIError(f"stream_options must be an object whose {' and '.join(flags)} are bools, "
-                       f"got {so!r}", 'stream_options')
+    if so is not None and not isinstance(so, dict):
+        raise APIError(f"stream_options must be an object, got {so!r}", 'stream_options')
+    for k in ('include_usage', 'continuous_usage_stats'):
+        _bool((so or {}).get(k), f'stream_options.{k}', param='stream_options')
     if so is not None and not body.get('stream'):
         raise APIError("stream_options needs stream: true", 'stream_options')
     return body
 
+# %% ../nbs/09b_server.ipynb #141938c5
+def _check_ids(ids: list, V: int, param: str,
+               j: int = 0, n: int = 1):   # which prompt (from 0) of how many
+    "A 400 naming `param` unless every one of `ids` is a token id of the vocabulary, `[0, V)`."
+    bad = next((t for t in ids if not 0 <= t < V), None)
+    if bad is not None:
+        which = f"prompt {j + 1} of {n}" if n > 1 else param
+        raise APIError(f"{which} holds token id {bad}, outside the vocabulary [0, {V})", param)
+
+# %% ../nbs/09b_server.ipynb #e1e4b529
+# chat_template_kwargs' keys that the server sets: fields of the request's own, then the rendering's arguments
+TEMPLATE_KEYS = ('messages', 'tools', 'chat_template', 'continue_final_message', 'template', 'tokenize')
+_UNTRUSTED = ("this server does not render a chat_template sent with a request: a template is code, and it would run "
+             "with no time limit where every request is tokenized; leave it out, or start the server with "
+             "--trust-request-chat-template to allow it")
+
+@patch
+def _template_kwargs(self: Server, body: dict) -> dict:
+    "A chat's `chat_template_kwargs`, checked; a `chat_template` sent with it is refused unless the server trusts it."
+    kw = body.get('chat_template_kwargs')
+    kw = {} if kw is None else kw
+    if not isinstance(kw, dict):
+        raise APIError(f"chat_template_kwargs must be an object, got {kw!r}", 'chat_template_kwargs')
+    own = [k for k in TEMPLATE_KEYS if k in kw]
+    if own:
+        raise APIError(f"chat_template_kwargs cannot set {own[0]!r}, which the server sets (messages, tools, "
+                       "chat_template and continue_final_message are fields of the request)", 'chat_template_kwargs')
+    if not isinstance(kw.get('add_generation_prompt', False), bool):
+        raise APIError(f"chat_template_kwargs.add_generation_prompt must be a bool, "
+                       f"got {kw['add_generation_prompt']!r}", 'chat_template_kwargs')
+    if body.get('chat_template') is not None and not self.trust_request_chat_template:
+        raise APIError(_UNTRUSTED, 'chat_template')
+    return kw
+
 # %% ../nbs/09b_server.ipynb #ffcf8974
 def _generation_prompt(body: dict) -> bool:
     "Does a chat open the assistant's turn? (Default: unless it continues its last message; template kwargs win.)"
-    kw = body.get('chat_template_kwargs')
-    gen = body.get('add_generation_prompt', not body.get('continue_final_message', False))
+    kw, gen = body.get('chat_template_kwargs'), body.get('add_generation_prompt')
+    if gen is None: gen = not body.get('continue_final_message')
     return kw.get('add_generation_prompt', gen) if isinstance(kw, dict) else gen
 
 @patch
 def _prompts(self: Server, body: dict, chat: bool) -> list:
-    "The token ids of each prompt of a request."
+    "The token ids of each prompt of a request: a chat's one through the chat template, a completion's each."
     tok = self.engine.tokenizer
-    if chat:
-        kw, cont = body.get('chat_template_kwargs') or {}, body.get('continue_final_message', False)
-        if not isinstance(kw, dict):
-            raise APIError(f"chat_template_kwargs must be an object, got {kw!r}", 'chat_template_kwargs')
-        if cont not in (True, False):
-            raise APIError(f"continue_final_message must be a bool, got {cont!r}", 'continue_final_message')
-        gen = _generation_prompt(body)
-        try: texts = [chat_prompt(tok, body.get('messages'), body.get('chat_template'), gen, kw, cont,
-                                  body.get('tools'))]
-        except (ValueError, TypeError) as e:
-            first = re.match(r'\w*', str(e))[0]
-            bad = ('chat_template' if str(e).startswith('the chat template') else
-                   first if first in ('continue_final_message', 'tools') else 'messages')
-            raise APIError(str(e), bad) from None
-    else: texts = completion_prompts(body)
-    return [tok.encode(t) if isinstance(t, str) else list(t) for t in texts]
+    if not chat:
+        texts = completion_prompts(body)
+        for j, p in enumerate(texts):
+            if not isinstance(p, str): _check_ids(p, self.engine.vocab_size, 'prompt', j, len(texts))
+        return [tok.encode(t) if isinstance(t, str) else list(t) for t in texts]
+    kw, cont = self._template_kwargs(body), body.get('continue_final_message') or False
+    args = body.get('messages'), body.get('chat_template'), _generation_prompt(body), kw, cont, body.get('tools')
+    try: text = chat_prompt(tok, *args)
+    except (ValueError, TypeError) as e:       # a template failing: the request's own, or the messages it was given
+        first, sent = re.match(r'\w*', str(e))[0], body.get('chat_template') is not None
+        bad = ('chat_template' if str(e).startswith('the chat template') and sent else
+               first if first in ('continue_final_message', 'tools') else 'messages')
+        raise APIError(str(e), bad) from None
+    return [tok.encode(text)]
 
 @patch
 def _check_model(self: Server, body: dict):
-    if body.get('model') not in (None, self.model_name):
-        raise APIError(f"model {body['model']!r} does not exist; "
-                       f"this server serves {self.model_name!r}", 'model', 404)
+    m = body.get('model')
+    if m is not None and not isinstance(m, str): raise APIError(f"model must be a string, got {m!r}", 'model')
+    if m not in (None, self.model_name):
+        raise APIError(f"model {m!r} does not exist; this server serves {self.model_name!r}", 'model', 404)
 
 # %% ../nbs/09b_server.ipynb #04963bb2
 @patch
@@ -583,18 +645,14 @@ async def _off_loop(self: Server, fn, *args, thread=None):
 
 # %% ../nbs/09b_server.ipynb #97c01466
 def _refusal(e: Exception, body: dict, chat: bool,
-             j: int | None, n: int) -> APIError:   # the prompt being added when it happened, of n
+             j: int | None, n: int) -> APIError:   # the prompt being added when it happened (from 0), of n
     "The API error of what the engine refused (`e`), naming the field of `body` at fault, as the client sent it."
     if isinstance(e, RuntimeError): return APIError(str(e), status=503)     # shutting down
-    which = f"prompt {j} of {n}: " if j is not None and n > 1 else ''
-    fields = ('max_tokens', 'logit_bias', 'allowed_token_ids', 'bad_words', 'logprobs', 'structured_outputs')
+    fields = ('max_tokens', 'min_tokens', 'logit_bias', 'allowed_token_ids', 'bad_words', 'logprobs',
+              'structured_outputs')
     msg = str(e)                     # the field it starts with, else the first it names (not a regex's quote)
     named = [k for k in fields if msg.startswith(k)] or [k for k in fields if k in msg]
-    param = named[0] if named else 'messages' if chat else 'prompt'
-    if param == 'structured_outputs':                  # named as the client asked for it
-        param = structured_outputs(body)[1] or 'tool_choice'
-        msg = msg.replace('structured_outputs', param, 1)
-    return APIError(which + msg, param)
+    return _as_sent(APIError(msg, named[0] if named else 'messages' if chat else 'prompt'), body, chat, j, n)
 
 # %% ../nbs/09b_server.ipynb #dbff1c60
 @patch
@@ -626,6 +684,16 @@ async def _echoed(self: Server, body: dict, chat: bool, prompts, echo: bool) -> 
     # decoded off the event loop, as prompts are encoded: a long one would hold up every stream
     return role, await self._off_loop(lambda: [self.engine.tokenizer.decode(p) for p in prompts])
 
+# %% ../nbs/09b_server.ipynb #0aaa4427
+@patch
+def _params(self: Server, body: dict, chat: bool, kw: dict, prompts: list) -> tuple:
+    "`(params, prompts)`: `make_params` of each prompt; an error names its field as sent, and the prompt it is about."
+    made = []
+    for j, ids in enumerate(prompts):
+        try: made.append(make_params(kw, ids, self.engine.max_model_len))
+        except APIError as e: raise _as_sent(e, body, chat, j, len(prompts)) from None
+    return tuple(zip(*made))
+
 # %% ../nbs/09b_server.ipynb #4f90e707
 @patch
 async def complete(self: Server, request, chat: bool):
@@ -634,14 +702,13 @@ async def complete(self: Server, request, chat: bool):
     self._check_model(body)
     refuse_unsupported(body)
     echo = body.get('echo')
-    if echo not in (None, True, False): raise APIError(f"echo must be a bool, got {echo!r}", 'echo')
     (tools, name, forced), parallel = tool_choice(body, chat), body.get('parallel_tool_calls') is not False
     kw, prompts = request_params(body, chat), await self._off_loop(self._prompts, body, chat)
     if forced and 'structured_outputs' in kw:
         raise APIError(f"tool_choice {body['tool_choice']!r:.80} cannot be combined with "
                        f"{structured_outputs(body)[1]}: a forced call has its own", 'tool_choice')
     if forced: kw['structured_outputs'] = forced
-    params, prompts = zip(*[make_params(kw, ids, self.engine.max_model_len) for ids in prompts])
+    params, prompts = self._params(body, chat, kw, prompts)
     rid, rids, q = await self._add_all(body, chat, prompts, params)
     try:
         role, texts = await self._echoed(body, chat, prompts, echo)
@@ -663,6 +730,7 @@ async def complete(self: Server, request, chat: bool):
 def tokenize(self: Server, body: dict) -> dict:
     "vLLM's `/tokenize`: the token ids of a `prompt`, or of `messages` through the chat template."
     self._check_model(body)
+    refuse_unsupported(body)
     ids = self._prompts(body, chat='messages' in body)
     if len(ids) != 1: raise APIError("prompt must be one string or one list of token ids", 'prompt')
     return dict(count=len(ids[0]), max_model_len=self.engine.max_model_len, tokens=ids[0])
@@ -672,8 +740,8 @@ def detokenize(self: Server, body: dict) -> dict:
     "vLLM's `/detokenize`: the text of `tokens`."
     self._check_model(body)
     toks = body.get('tokens')
-    if not is_token_ids(toks) or min(toks, default=0) < 0:
-        raise APIError(f"tokens must be a list of token ids >= 0, got {toks!r:.80}", 'tokens')
+    if not is_token_ids(toks): raise APIError(f"tokens must be a list of token ids, got {toks!r:.80}", 'tokens')
+    _check_ids(toks, self.engine.vocab_size, 'tokens')
     try: return dict(prompt=self.engine.tokenizer.decode(toks))
     except Exception as e: raise APIError(f"tokens cannot be decoded: {e}", 'tokens') from None
 
@@ -938,9 +1006,10 @@ class _Uvicorn(uvicorn.Server):
 
 # %% ../nbs/09b_server.ipynb #36591cbe
 def serve(config: EngineConfig, host: str = '127.0.0.1', port: int = 8000,
-          model_name: str | None = None, grace: float = 3.0, api_key: str | None = None):
+          model_name: str | None = None, grace: float = 3.0, api_key: str | None = None,
+          trust_request_chat_template: bool = False):   # render a chat_template a request sends (see `Server`)
     "Serve `config`'s model with the OpenAI API at http://host:port/v1 until interrupted."
-    server = Server(EngineProcess(config), model_name or str(config.model), api_key)
+    server = Server(EngineProcess(config), model_name or str(config.model), api_key, trust_request_chat_template)
     _freeze()                        # as in the engine process: start-up's objects out of the collector's way
     print(f"minillm: serving {server.model_name!r} at http://{host}:{port}/v1 (Ctrl-C stops)",
           flush=True)
