@@ -6,44 +6,61 @@
 from __future__ import annotations
 import math
 import numbers
+import reprlib
 from dataclasses import dataclass
 import numpy as np
 import torch
 from fastcore.basics import patch
 
 # %% auto #0
-__all__ = ['STRUCTURED', 'SamplingParams', 'apply_min_tokens', 'apply_logit_bias', 'apply_bad_words', 'token_counts',
+__all__ = ['MAX_JSON_DEPTH', 'MAX_JSON_VALUES', 'STRUCTURED', 'MAX_N', 'MAX_TEMPERATURE', 'REPETITION_RANGE', 'brief',
+           'check_json', 'SamplingParams', 'apply_min_tokens', 'apply_logit_bias', 'apply_bad_words', 'token_counts',
            'apply_penalties', 'apply_top_k_top_p', 'apply_min_p', 'process_logits', 'sample_key', 'sample_keys',
            'keyed_exponential', 'random_sample', 'SamplerOutput', 'compute_logprobs', 'penalised', 'on_device',
            'simple', 'plain_greedy', 'needs_sort', 'in_kernel', 'upload', 'sampling_rows', 'sample_simple',
            'PenaltyCounts', 'sample']
 
+# %% ../nbs/07_sampling.ipynb #5b6f9f29
+_SHORT = reprlib.Repr()
+_SHORT.maxlevel, _SHORT.maxstring, _SHORT.maxother, _SHORT.maxlong = 3, 60, 60, 40
+_SHORT.maxlist = _SHORT.maxtuple = _SHORT.maxdict = _SHORT.maxset = 6
+
+def brief(v, width: int = 80) -> str:
+    "`repr(v)` cut to `width` characters, of only the first items and levels of a long or deep `v`."
+    try: s = _SHORT.repr(v)
+    except Exception: s = f"<a {type(v).__name__}>"     # say, an int of more digits than Python prints
+    return s if len(s) <= width else s[:width - 3] + '...'
+
 # %% ../nbs/07_sampling.ipynb #b3328d37
 # temperatures below this are greedy, as in vLLM (dividing by them would overflow)
 _SAMPLING_EPS = 1e-5
 
+# 1e6, not 1e+06
+def _num(x) -> str: return f"{x:g}".replace('e+0', 'e').replace('e-0', 'e-').replace('e+', 'e')
+
 def _interval(lo, hi, lo_open, hi_open):
-    return f"{'(' if lo_open else '['}{lo}, {hi}{')' if hi_open else ']'}"
+    return f"{'(' if lo_open else '['}{_num(lo)}, {_num(hi)}{')' if hi_open else ']'}"
 
 def _real(name, v, lo, hi, lo_open=False, hi_open=False) -> float:
     "`v` as a float, or ValueError unless it is a real number in the interval."
     iv = _interval(lo, hi, lo_open, hi_open)
     if isinstance(v, bool) or not isinstance(v, numbers.Real):
-        raise ValueError(f"{name} must be a number in {iv}, got {v!r} ({type(v).__name__})")
-    v = float(v)
-    ok = not math.isnan(v) and (v > lo if lo_open else v >= lo) and (v < hi if hi_open else v <= hi)
-    if not ok: raise ValueError(f"{name} must be in {iv}, got {v!r}")
-    return v
+        raise ValueError(f"{name} must be a number in {iv}, got {brief(v)} ({type(v).__name__})")
+    try: x = float(v)
+    except OverflowError: raise ValueError(f"{name} must be in {iv}, got {brief(v)}") from None   # a huge int
+    ok = not math.isnan(x) and (x > lo if lo_open else x >= lo) and (x < hi if hi_open else x <= hi)
+    if not ok: raise ValueError(f"{name} must be in {iv}, got {brief(x)}")
+    return x
 
 # %% ../nbs/07_sampling.ipynb #8c9d6e8b
 def _int(name, v, ok, allowed) -> int:
     "`v` as an int, or ValueError unless it is an integer for which `ok(v)` holds."
     if isinstance(v, bool) or not isinstance(v, numbers.Integral) or not ok(int(v)):
-        raise ValueError(f"{name} must be {allowed}, got {v!r}")
+        raise ValueError(f"{name} must be {allowed}, got {brief(v)}")
     return int(v)
 
 def _bool(name, v) -> bool:
-    if not isinstance(v, bool): raise ValueError(f"{name} must be a bool, got {v!r}")
+    if not isinstance(v, bool): raise ValueError(f"{name} must be a bool, got {brief(v)}")
     return v
 
 # %% ../nbs/07_sampling.ipynb #852e82cb
@@ -51,7 +68,7 @@ def _stops(v, name='stop') -> list:
     "`stop` (or the field `name`) as a list of non-empty strings (a str becomes a one-element list)."
     stop = [] if v is None else [v] if isinstance(v, str) else v
     if not isinstance(stop, (list, tuple)) or not all(isinstance(s, str) and s for s in stop):
-        raise ValueError(f"{name} must be None, a non-empty str or a list of non-empty str, got {v!r}")
+        raise ValueError(f"{name} must be None, a non-empty str or a list of non-empty str, got {brief(v)}")
     return list(stop)
 
 def _is_id(t) -> bool: return isinstance(t, numbers.Integral) and not isinstance(t, bool) and t >= 0
@@ -60,7 +77,7 @@ def _token_ids(v, name='stop_token_ids') -> list:
     "`stop_token_ids` (or the list `name`) as a list of ints >= 0."
     ids = [] if v is None else v
     if not isinstance(ids, (list, tuple)) or not all(map(_is_id, ids)):
-        raise ValueError(f"{name} must be None or a list of ints >= 0, got {v!r}")
+        raise ValueError(f"{name} must be None or a list of ints >= 0, got {brief(v)}")
     return [int(t) for t in ids]
 
 # %% ../nbs/07_sampling.ipynb #c6421e20
@@ -68,7 +85,7 @@ def _sequences(v, name) -> list | None:
     "`name` as a list of non-empty lists of token ids; None or [] is None."
     if v is None or v == []: return None
     if not isinstance(v, (list, tuple)) or not all(isinstance(s, (list, tuple)) and s for s in v):
-        raise ValueError(f"{name} must be None or a list of non-empty lists of token ids, got {v!r:.80}")
+        raise ValueError(f"{name} must be None or a list of non-empty lists of token ids, got {brief(v)}")
     return [_token_ids(s, name) for s in v]
 
 def _bias(v) -> dict | None:
@@ -76,8 +93,39 @@ def _bias(v) -> dict | None:
     if v is None or v == {}: return None
     if not isinstance(v, dict) or not all(map(_is_id, v)):
         raise ValueError("logit_bias must be None or a dict of token ids (ints >= 0) to floats, "
-                         f"got {v!r:.80}")
-    return {int(t): _real(f'logit_bias[{t}]', b, -100, 100) for t, b in v.items()}
+                         f"got {brief(v)}")
+    return {int(t): _real(f'logit_bias[{brief(t)}]', b, -100, 100) for t, b in v.items()}
+
+# %% ../nbs/07_sampling.ipynb #2c2503f7
+MAX_JSON_DEPTH, MAX_JSON_VALUES = 100, 100_000   # the most levels of nesting, and values, of a structured output
+
+def _at(name, path) -> str:
+    "`name` and the keys of `path` (a linked list of `(parent, key)`) as `name['a'][0]`, cut short."
+    keys = []
+    while path: path, k = path; keys.append(f'[{brief(k, 30)}]')
+    s = ''.join(reversed(keys))
+    return name + (s if len(s) <= 80 else '...' + s[-77:])
+
+def check_json(v, name: str):
+    "ValueError unless `v` is JSON: dicts with str keys, lists (or tuples), strs, ints, finite floats, bools, None."
+    todo, n = [(v, 0, None)], 1
+    while todo:
+        x, depth, path = todo.pop()
+        if isinstance(x, (dict, list, tuple)):
+            if depth == MAX_JSON_DEPTH:
+                raise ValueError(f"{name}: nested too deeply (over {MAX_JSON_DEPTH} levels of lists and objects, "
+                                 "or it contains itself)")
+            n += len(x)
+            if n > MAX_JSON_VALUES: raise ValueError(f"{name}: too large (over {MAX_JSON_VALUES:,} values)")
+            k = next((k for k in x if not isinstance(k, str)), '') if isinstance(x, dict) else ''
+            if not isinstance(k, str):
+                raise ValueError(f"{_at(name, path)}: keys must be strings, as JSON's are, got {brief(k)}")
+            items = x.items() if isinstance(x, dict) else enumerate(x)
+            todo += [(y, depth + 1, (path, j)) for j, y in items]
+        elif isinstance(x, float) and not math.isfinite(x):
+            raise ValueError(f"{_at(name, path)}: {x} is not JSON (its numbers are finite)")
+        elif x is not None and not isinstance(x, (str, int, float)):
+            raise ValueError(f"{_at(name, path)}: not JSON: a {type(x).__name__}")
 
 # %% ../nbs/07_sampling.ipynb #b2f7b70d
 STRUCTURED = ('json', 'regex', 'choice', 'json_object')   # the kinds of structured output
@@ -88,14 +136,17 @@ def _structured(v) -> dict | None:
     d = v if isinstance(v, dict) else {k: getattr(v, k, None) for k in STRUCTURED}
     given = {k: x for k, x in d.items() if x is not None and x is not False}
     if len(given) != 1 or not set(given) <= set(STRUCTURED):
-        raise ValueError(f"structured_outputs must set exactly one of {', '.join(STRUCTURED)}, got {v!r:.80}")
+        raise ValueError(f"structured_outputs must set exactly one of {', '.join(STRUCTURED)}, got {brief(v)}")
+    if given.get('json_object', True) is not True:              # vLLM's is a bool
+        raise ValueError(f"structured_outputs: json_object must be a bool, got {brief(given['json_object'])}")
+    check_json(given, 'structured_outputs')
     return given
 
 # %% ../nbs/07_sampling.ipynb #4c5e539b
 @dataclass
 class SamplingParams:
     "How one request chooses its tokens (vLLM's names and defaults)."
-    n: int = 1                        # completions of the prompt, each its own sequence
+    n: int = 1                        # completions of the prompt, each its own sequence (at most 128)
     temperature: float = 1.0          # 0 (anything below 1e-5) means greedy
     # keep the smallest set of tokens with probability >= top_p; 1 = off
     top_p: float = 1.0
@@ -133,20 +184,23 @@ class SamplingParams:
 
     def __post_init__(self): self._check()      # below: each field checked and normalised
 
+# %% ../nbs/07_sampling.ipynb #03b98595
+MAX_N = 128                          # the most choices of one request (OpenAI's limit)
+MAX_TEMPERATURE = 1e6                # flat already; 1e300 is inf in float32
+REPETITION_RANGE = (1e-6, 1e6)       # logit / penalty and logit * penalty stay finite in float32
+
 # %% ../nbs/07_sampling.ipynb #3c561f94
 @patch
 def _check(self: SamplingParams):
     "Check and normalise every field, naming the first that is wrong and what it allows."
-    inf = math.inf
-    self.n = _int('n', self.n, lambda v: v >= 1, "an int >= 1")
-    self.temperature = _real('temperature', self.temperature, 0, inf, hi_open=True)
+    self.n = _int('n', self.n, lambda v: 1 <= v <= MAX_N, f"an int in [1, {MAX_N}]")
+    self.temperature = _real('temperature', self.temperature, 0, MAX_TEMPERATURE)
     self.top_p = _real('top_p', self.top_p, 0, 1, lo_open=True)
     self.top_k = _int('top_k', self.top_k, lambda v: v >= -1,
                       "an int: -1 or 0 (disabled) or >= 1")
     self.top_k = min(self.top_k, 2**31 - 1)     # past any vocabulary (all kept), and fits the kernels' int32
     self.min_p = _real('min_p', self.min_p, 0, 1)
-    self.repetition_penalty = _real('repetition_penalty', self.repetition_penalty,
-                                    0, inf, True, True)
+    self.repetition_penalty = _real('repetition_penalty', self.repetition_penalty, *REPETITION_RANGE)
     self.presence_penalty = _real('presence_penalty', self.presence_penalty, -2, 2)
     self.frequency_penalty = _real('frequency_penalty', self.frequency_penalty, -2, 2)
     if self.seed is not None:
@@ -156,8 +210,8 @@ def _check(self: SamplingParams):
         self.max_tokens = _int('max_tokens', self.max_tokens, lambda v: v >= 1, "None or an int >= 1")
     self.min_tokens = _int('min_tokens', self.min_tokens, lambda v: v >= 0, "an int >= 0")
     if self.max_tokens is not None and self.min_tokens > self.max_tokens:
-        raise ValueError(f"min_tokens must be <= max_tokens ({self.max_tokens}), "
-                         f"got {self.min_tokens}")
+        raise ValueError(f"min_tokens must be <= max_tokens ({brief(self.max_tokens)}), "
+                         f"got {brief(self.min_tokens)}")
     self.stop, self.stop_token_ids = _stops(self.stop), _token_ids(self.stop_token_ids)
     self.ignore_eos = _bool('ignore_eos', self.ignore_eos)
     if self.logprobs is not None:
@@ -177,7 +231,7 @@ def _check(self: SamplingParams):
                                            lambda v: v == -1 or v >= 1, "None, -1 or an int >= 1")
     self.bad_words = _stops(self.bad_words, 'bad_words') or None
     if any(not w.strip() for w in self.bad_words or ()):
-        raise ValueError(f"bad_words must be words with text, not blanks, got {self.bad_words!r}")
+        raise ValueError(f"bad_words must be words with text, not blanks, got {brief(self.bad_words)}")
     self.bad_words_token_ids = _sequences(self.bad_words_token_ids, 'bad_words_token_ids')
     self.structured_outputs = _structured(self.structured_outputs)
     if self.structured_outputs and (self.min_tokens or self.allowed_token_ids):

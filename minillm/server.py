@@ -20,10 +20,10 @@ from .tokenizer import parse_tool_calls, think_state
 from .engine import EngineConfig, LLMEngine, check_fits, is_token_ids, truncate_prompt
 
 # %% auto #0
-__all__ = ['MAX_MESSAGE', 'STRUCTURED_FIELDS', 'FIELDS', 'MAX_LOGPROBS', 'MAX_N', 'NOT_IMPLEMENTED', 'BOOL_FIELDS',
-           'TEMPLATE_KEYS', 'EngineProcess', 'APIError', 'structured_outputs', 'request_params', 'make_params',
-           'completion_prompts', 'refuse_unsupported', 'tool_choice', 'completion_logprobs', 'echo_logprobs',
-           'chat_logprobs', 'usage', 'sse', 'Metrics', 'Server', 'forced_calls', 'Thinking', 'serve', 'server_process']
+__all__ = ['MAX_MESSAGE', 'STRUCTURED_FIELDS', 'FIELDS', 'MAX_LOGPROBS', 'NOT_IMPLEMENTED', 'BOOL_FIELDS', 'TEMPLATE_KEYS',
+           'EngineProcess', 'APIError', 'structured_outputs', 'request_params', 'make_params', 'completion_prompts',
+           'refuse_unsupported', 'tool_choice', 'completion_logprobs', 'echo_logprobs', 'chat_logprobs', 'usage', 'sse',
+           'Metrics', 'Server', 'forced_calls', 'Thinking', 'serve', 'server_process']
 
 # %% ../nbs/09b_server.ipynb #9b000008
 def _wire(o) -> tuple:
@@ -289,7 +289,6 @@ FIELDS = ('n', 'temperature', 'top_p', 'top_k', 'min_p', 'presence_penalty', 'fr
           'skip_special_tokens', 'allowed_token_ids', 'include_stop_str_in_output', 'truncate_prompt_tokens',
           'bad_words')
 MAX_LOGPROBS = 20   # the most top logprobs a token may ask for (OpenAI's chat limit, vLLM's default)
-MAX_N = 128         # the most choices of a prompt (OpenAI's limit): each is a sequence in the engine
 
 def _logprobs(name: str, v) -> int:
     if type(v) is not int or not 0 <= v <= MAX_LOGPROBS:
@@ -299,8 +298,6 @@ def _logprobs(name: str, v) -> int:
 def request_params(body: dict, chat: bool) -> dict:
     "The `SamplingParams` fields of an OpenAI request body, `max_tokens` None where the request leaves it open."
     kw = {k: body[k] for k in FIELDS if body.get(k) is not None}
-    if type(kw.get('n')) is int and kw['n'] > MAX_N:
-        raise APIError(f"n must be at most {MAX_N}, got {kw['n']}", 'n')
     lb = body.get('logit_bias')
     if lb is not None:                            # OpenAI's keys: token ids written as strings
         try: kw['logit_bias'] = {int(k): v for k, v in lb.items()}

@@ -9,6 +9,7 @@ from typing import NamedTuple
 import numpy as np
 import torch
 from fastcore.basics import patch
+from .sampling import brief, check_json
 from .tokenizer import QWEN_SPECIAL_START, QwenTiktokenizer
 
 # %% auto #0
@@ -35,7 +36,7 @@ def both(a, b) -> tuple: return ('both', a, b)                        # the text
 class RegexParser:
     "A regular expression as a syntax tree."
     def __init__(self, pattern: str): self.p, self.i = pattern, 0
-    def error(self, what): raise ValueError(f"regex {self.p!r:.80}: {what} at position {self.i}")
+    def error(self, what): raise ValueError(f"regex {brief(self.p)}: {what} at position {self.i}")
     def peek(self): return self.p[self.i] if self.i < len(self.p) else None
     def take(self):
         if self.i >= len(self.p): self.error("unexpected end")
@@ -155,8 +156,9 @@ def cls(self: RegexParser):
 
 def parse_regex(pattern: str) -> tuple:
     "The syntax tree of a regular expression."
-    if not isinstance(pattern, str): raise ValueError(f"regex must be a string, got {pattern!r:.80}")
-    return RegexParser(pattern).parse()
+    if not isinstance(pattern, str): raise ValueError(f"regex must be a string, got {brief(pattern)}")
+    try: return RegexParser(pattern).parse()
+    except RecursionError: raise ValueError(f"regex {brief(pattern)}: nested too deeply") from None
 
 # %% ../nbs/07a_structured.ipynb #66ca8634
 def _utf8(lo: int, hi: int) -> list:
@@ -355,7 +357,8 @@ class Automaton(NamedTuple):
 def automaton(node,
               empty: bool = False) -> Automaton:   # may it match no text (a part of a larger constraint)?
     "The trimmed DFA of a syntax tree; a ValueError where it matches no text."
-    nfa = NFA(node)
+    try: nfa = NFA(node)                                     # built recursively, as deep as the tree
+    except RecursionError: raise ValueError("the constraint is nested too deeply") from None
     byte_class, sig = byte_classes(nfa.matchers)
     a = Automaton(byte_class, *trim(*determinize(nfa, sig)))
     if not (empty or a.accepting[1] or a.table[1].any()): raise ValueError("the constraint matches no text")
@@ -531,29 +534,36 @@ _dump = lambda v: lit(json.dumps(v, ensure_ascii=False))
 
 def _ref(root, ref):
     if not (isinstance(ref, str) and ref.startswith('#/')):
-        raise ValueError(f"json schema: only local $refs ('#/...') are supported, got {ref!r:.80}")
+        raise ValueError(f"json schema: only local $refs ('#/...') are supported, got {brief(ref)}")
     target = root
     for part in ref[2:].split('/'):
         if not isinstance(target, dict) or part not in target:
-            raise ValueError(f"json schema: $ref {ref!r} points to nothing")
+            raise ValueError(f"json schema: $ref {brief(ref)} points to nothing")
         target = target[part]
     if target is True: return {}                       # any value
     if not isinstance(target, dict):
-        raise ValueError(f"json schema: $ref {ref!r} points to {target!r:.80}, not a schema object")
+        raise ValueError(f"json schema: $ref {brief(ref)} points to {brief(target)}, not a schema object")
     return target
+
+def _top(f, schema):
+    "`f(schema, schema)` at a schema's root: `schema` checked to be JSON first, a RecursionError a ValueError."
+    check_json(schema, 'json schema')
+    try: return f(schema, schema)
+    except RecursionError: raise ValueError("json schema: nested too deeply") from None
 
 # %% ../nbs/07a_structured.ipynb #7d7e9897
 def schema_node(schema, root=None, depth: int = 0):
     "The syntax tree of the JSON texts a JSON schema allows."
-    root, sub = (schema if root is None else root), lambda s: schema_node(s, root, depth + 1)
+    if root is None: return _top(schema_node, schema)
+    sub = lambda s: schema_node(s, root, depth + 1)
     if depth > 32: raise ValueError("json schema: nested too deep (recursive schemas are not supported)")
     if schema is True or schema == {}: return any_json()
-    if not isinstance(schema, dict): raise ValueError(f"json schema: a schema must be an object, got {schema!r:.80}")
+    if not isinstance(schema, dict): raise ValueError(f"json schema: a schema must be an object, got {brief(schema)}")
     bad = [k for k in UNSUPPORTED if schema.get(k) is not None and schema[k] is not False]
     if bad: raise ValueError(f"json schema: {bad[0]!r} is not supported (its constraint would not be enforced)")
     for k in ('enum', 'anyOf', 'oneOf', 'allOf'):
         if k in schema and not (isinstance(schema[k], list) and schema[k]):
-            raise ValueError(f"json schema: {k} must be a non-empty list, got {schema[k]!r:.80}")
+            raise ValueError(f"json schema: {k} must be a non-empty list, got {brief(schema[k])}")
     if '$ref' in schema: return sub(_ref(root, schema['$ref']))
     if 'const' in schema: return _dump(schema['const'])
     if 'enum' in schema: return alt(*map(_dump, schema['enum']))
@@ -575,7 +585,7 @@ def _bounds(schema: dict, what: str) -> tuple:
     lo, hi = schema.get('min' + what), schema.get('max' + what)           # null: not given
     for k, v in ((f'min{what}', lo), (f'max{what}', hi)):                # 2.0 is an integer, as JSON Schema reads it
         if v is not None and not ((type(v) is int or type(v) is float and v.is_integer()) and v >= 0):
-            raise ValueError(f"json schema: {k} must be an integer >= 0, got {v!r:.80}")
+            raise ValueError(f"json schema: {k} must be an integer >= 0, got {brief(v)}")
     lo, hi = int(lo or 0), None if hi is None else int(hi)
     if hi is not None and hi < lo: raise ValueError(f"json schema: max{what} ({hi}) is below min{what} ({lo})")
     return lo, hi
@@ -631,16 +641,16 @@ def _members(schema: dict, sub):
     props, more = schema.get('properties'), schema.get('additionalProperties')
     more = True if more is None else more                               # null: not given
     if not isinstance(props, (dict, type(None))):
-        raise ValueError(f"json schema: properties must be an object of schemas, got {props!r:.80}")
+        raise ValueError(f"json schema: properties must be an object of schemas, got {brief(props)}")
     if not isinstance(more, (bool, dict)):
-        raise ValueError(f"json schema: additionalProperties must be true, false or a schema, got {more!r:.80}")
+        raise ValueError(f"json schema: additionalProperties must be true, false or a schema, got {brief(more)}")
     props, need = props or {}, schema.get('required')
     if need is None or isinstance(need, bool): need = []   # draft 3's `required: true`: every property is written
     if not (isinstance(need, list) and all(isinstance(k, str) for k in need)):
-        raise ValueError(f"json schema: required must be a list of property names, got {need!r:.80}")
+        raise ValueError(f"json schema: required must be a list of property names, got {brief(need)}")
     extra = [k for k in dict.fromkeys(need) if k not in props]
     if extra and more is False:
-        raise ValueError(f"json schema: required names {extra[0]!r}, which properties does not list, and "
+        raise ValueError(f"json schema: required names {brief(extra[0])}, which properties does not list, and "
                          "additionalProperties is false: no object satisfies the schema")
     props = {**props, **dict.fromkeys(extra, more)}                   # any JSON, or the schema of other keys
     if not props and more is False: return lit('{}')
@@ -657,13 +667,13 @@ def _typed(schema: dict, t, sub):
     if t == 'boolean': return alt(lit('true'), lit('false'))
     if t == 'null': return lit('null')
     if t == 'array': return _list(sub(schema.get('items', True)), *_bounds(schema, 'Items'))
-    if t != 'object': raise ValueError(f"json schema: unknown type {t!r}")
+    if t != 'object': raise ValueError(f"json schema: unknown type {brief(t)}")
     return _members(schema, sub)
 
 # %% ../nbs/07a_structured.ipynb #6cb23983
 def inline_refs(schema, root=None, depth: int = 0):
     "`schema` with its local `$ref`s replaced by what they point to, so that it can be nested in another schema."
-    root = schema if root is None else root
+    if root is None: return _top(inline_refs, schema)
     if depth > 32: raise ValueError("json schema: nested too deep (recursive schemas are not supported)")
     if isinstance(schema, list): return [inline_refs(v, root, depth + 1) for v in schema]
     if not isinstance(schema, dict): return schema
@@ -676,7 +686,7 @@ def inline_refs(schema, root=None, depth: int = 0):
 # %% ../nbs/07a_structured.ipynb #4bf5d1f4
 def choice_node(choices) -> tuple:
     if not isinstance(choices, (list, tuple)) or not choices or not all(isinstance(c, str) and c for c in choices):
-        raise ValueError(f"choice must be a non-empty list of non-empty strings, got {choices!r:.80}")
+        raise ValueError(f"choice must be a non-empty list of non-empty strings, got {brief(choices)}")
     return alt(*map(lit, choices))
 
 def constraint_node(spec: dict) -> tuple:
@@ -684,16 +694,25 @@ def constraint_node(spec: dict) -> tuple:
     try: return _constraint_node(spec)
     except RecursionError: raise ValueError(f"{next(iter(spec))}: nested too deeply") from None
 
+def _finite(c): raise ValueError(f"json: the schema is not valid JSON ({c} is not a JSON number)")
+
 def _constraint_node(spec: dict) -> tuple:
+    if not (isinstance(spec, dict) and len(spec) == 1):
+        raise ValueError("must name one kind: {'json': schema}, {'regex': ...}, {'choice': [...]} or "
+                         f"{{'json_object': True}}, got {brief(spec)}")
     (kind, v), = spec.items()
     if kind == 'regex': return parse_regex(v)
     if kind == 'choice': return choice_node(v)
-    if kind == 'json_object': return any_json(kinds=('object',))
+    if kind == 'json_object':
+        if v is not True: raise ValueError(f"json_object must be True, got {brief(v)}")
+        return any_json(kinds=('object',))
+    if kind != 'json': raise ValueError(f"unknown kind {brief(kind)}: json, regex, choice or json_object")
     if isinstance(v, str):
-        try: v = json.loads(v)
+        try: v = json.loads(v, parse_constant=_finite)      # no NaN or Infinity, which Python's reader takes
         except json.JSONDecodeError as e: raise ValueError(f"json: the schema is not valid JSON ({e})") from None
     return schema_node(v)
 
+# %% ../nbs/07a_structured.ipynb #ce462a3c
 @functools.lru_cache(16)
 def _compiled(key: str) -> Automaton | str:        # the automaton, or why there is none (kept too)
     try: return automaton(constraint_node(json.loads(key)))
@@ -703,8 +722,9 @@ def _compiled(key: str) -> Automaton | str:        # the automaton, or why there
 
 def compile_constraint(spec: dict) -> Automaton:
     "The `Automaton` of a `structured_outputs` spec (the last 16 kept); a ValueError says why it has none."
+    check_json(spec, 'structured_outputs')      # before anything recursive reads it
     try: key = json.dumps(spec)                 # keys in their order: a schema's properties are written in it
-    except TypeError as e: raise ValueError(f"structured_outputs: not JSON: {e}") from None
+    except ValueError as e: raise ValueError(f"structured_outputs: not JSON: {e}") from None   # an int too long
     a = _compiled(key)
     if isinstance(a, str): raise ValueError(f"structured_outputs: {a}")
     return a
