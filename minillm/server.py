@@ -280,7 +280,12 @@ def structured_outputs(body: dict) -> tuple:
     spec = (_response_format(v) if field == 'response_format' else v if field == 'structured_outputs'
             else {field.split('_')[1]: v})
     try: SamplingParams(structured_outputs=spec)        # its shape; its content is read where it is compiled
-    except ValueError as e: raise APIError(f"{field}: {e}", field) from None
+    except ValueError as e:
+        msg = str(e)
+        if field != 'structured_outputs':      # a path inside the spec, as a path under the field the client sent
+            at = "response_format['json_schema']['schema']" if field == 'response_format' else field
+            msg = re.sub(r"^structured_outputs(\['\w+'\])?", at, msg)
+        raise APIError(msg if msg.startswith(field) else f"{field}: {msg}", field) from None
     return spec, field
 
 # %% ../nbs/09b_server.ipynb #30a2aad8
@@ -311,7 +316,7 @@ def request_params(body: dict, chat: bool) -> dict:
         kw['max_tokens'] = body.get('max_tokens') if newer is None else newer
         _bool(body.get('logprobs'), 'logprobs', ' for chat completions (top_logprobs: how many)')
         top = body.get('top_logprobs')
-        if top is not None and not body.get('logprobs'):
+        if top not in (None, 0) and not body.get('logprobs'):     # 0: none, a default some clients send
             raise APIError("top_logprobs needs logprobs: true", 'top_logprobs')
         if body.get('logprobs'): kw['logprobs'] = _logprobs('top_logprobs', top or 0)
     else:
@@ -590,6 +595,7 @@ def _template_kwargs(self: Server, body: dict) -> dict:
     kw = {} if kw is None else kw
     if not isinstance(kw, dict):
         raise APIError(f"chat_template_kwargs must be an object, got {kw!r}", 'chat_template_kwargs')
+    kw = {k: v for k, v in kw.items() if v is not None}          # null: not given, as everywhere in a request
     own = [k for k in TEMPLATE_KEYS if k in kw]
     if own:
         raise APIError(f"chat_template_kwargs cannot set {own[0]!r}, which the server sets (messages, tools, "
@@ -597,7 +603,7 @@ def _template_kwargs(self: Server, body: dict) -> dict:
     if not isinstance(kw.get('add_generation_prompt', False), bool):
         raise APIError(f"chat_template_kwargs.add_generation_prompt must be a bool, "
                        f"got {kw['add_generation_prompt']!r}", 'chat_template_kwargs')
-    if body.get('chat_template') is not None and not self.trust_request_chat_template:
+    if body.get('chat_template') and not self.trust_request_chat_template:   # '': the checkpoint's
         raise APIError(_UNTRUSTED, 'chat_template')
     return kw
 
@@ -606,7 +612,8 @@ def _generation_prompt(body: dict) -> bool:
     "Does a chat open the assistant's turn? (Default: unless it continues its last message; template kwargs win.)"
     kw, gen = body.get('chat_template_kwargs'), body.get('add_generation_prompt')
     if gen is None: gen = not body.get('continue_final_message')
-    return kw.get('add_generation_prompt', gen) if isinstance(kw, dict) else gen
+    won = kw.get('add_generation_prompt') if isinstance(kw, dict) else None
+    return gen if won is None else won
 
 @patch
 def _prompts(self: Server, body: dict, chat: bool) -> list:
@@ -621,7 +628,7 @@ def _prompts(self: Server, body: dict, chat: bool) -> list:
     args = body.get('messages'), body.get('chat_template'), _generation_prompt(body), kw, cont, body.get('tools')
     try: text = chat_prompt(tok, *args)
     except (ValueError, TypeError) as e:       # a template failing: the request's own, or the messages it was given
-        first, sent = re.match(r'\w*', str(e))[0], body.get('chat_template') is not None
+        first, sent = re.match(r'\w*', str(e))[0], bool(body.get('chat_template'))
         bad = ('chat_template' if str(e).startswith('the chat template') and sent else
                first if first in ('continue_final_message', 'tools') else 'messages')
         raise APIError(str(e), bad) from None
@@ -645,8 +652,8 @@ def _refusal(e: Exception, body: dict, chat: bool,
              j: int | None, n: int) -> APIError:   # the prompt being added when it happened (from 0), of n
     "The API error of what the engine refused (`e`), naming the field of `body` at fault, as the client sent it."
     if isinstance(e, RuntimeError): return APIError(str(e), status=503)     # shutting down
-    fields = ('max_tokens', 'min_tokens', 'logit_bias', 'allowed_token_ids', 'bad_words', 'logprobs',
-              'structured_outputs')
+    fields = ('max_tokens', 'min_tokens', 'logit_bias', 'allowed_token_ids', 'stop_token_ids', 'bad_words',
+              'logprobs', 'structured_outputs')
     msg = str(e)                     # the field it starts with, else the first it names (not a regex's quote)
     named = [k for k in fields if msg.startswith(k)] or [k for k in fields if k in msg]
     return _as_sent(APIError(msg, named[0] if named else 'messages' if chat else 'prompt'), body, chat, j, n)
