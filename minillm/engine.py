@@ -12,7 +12,7 @@ from fastcore.basics import patch
 from .loading import DEFAULT_MODEL, load_model, resolve_device
 from .tokenizer import THINK, END_THINK, REASONING_PARSERS, load_tokenizer, think_state
 from .paged import BlockManager
-from .sampling import SamplingParams, sample as sample_logits, sample_keys, sample_simple
+from .sampling import SamplingParams, brief, sample as sample_logits, sample_keys, sample_simple
 from .sampling import PenaltyCounts, penalised, on_device, compute_logprobs
 from .scheduler import Scheduler, Sequence, RUNNING, FINISHED
 from .structured import Automaton, Guide, TokenDFA, Vocab, compile_constraint, token_bytes, unpack_mask
@@ -66,9 +66,9 @@ def _check(self: EngineConfig):
             raise ValueError(f"{k} must be a bool, got {getattr(self, k)!r}")
     if not isinstance(self.model, (str, os.PathLike)):
         raise ValueError(f"model must be a checkpoint directory, a Hub id or {DEFAULT_MODEL!r}, "
-                         f"got {self.model!r:.80}")
+                         f"got {brief(self.model)}")
     if self.seed is not None and not (_is_int(self.seed) and -2**63 <= self.seed < 2**64):
-        raise ValueError(f"seed must be None or an int in [-2**63, 2**64), got {self.seed!r:.80}")
+        raise ValueError(f"seed must be None or an int in [-2**63, 2**64), got {brief(self.seed)}")
     choices = dict(attention_backend=('auto', 'torch', 'triton'),
                    cuda_graphs=('auto', 'on', 'off', 'emulate'),
                    reasoning_parser=(None, *REASONING_PARSERS))
@@ -81,17 +81,17 @@ def _check(self: EngineConfig):
     for k, lo in lows.items():
         v = getattr(self, k)
         if not _is_int(v) or not lo <= v < 2**31:
-            raise ValueError(f"{k} must be an int in [{lo}, 2**31), got {v!r:.80}")
+            raise ValueError(f"{k} must be an int in [{lo}, 2**31), got {brief(v)}")
     lo, hi = self.prompt_lookup_min, self.prompt_lookup_max
     if lo > hi:
         raise ValueError(f"prompt_lookup_min ({lo}) must be <= prompt_lookup_max ({hi})")
     for k in ('max_model_len', 'num_kv_blocks', 'max_num_batched_tokens'):
         v = getattr(self, k)
         if v is not None and (not _is_int(v) or not 1 <= v < 2**31):
-            raise ValueError(f"{k} must be None or an int in [1, 2**31), got {v!r:.80}")
+            raise ValueError(f"{k} must be None or an int in [1, 2**31), got {brief(v)}")
     g = self.gpu_memory_utilization
     if isinstance(g, bool) or not isinstance(g, numbers.Real) or not 0 < g <= 1:
-        raise ValueError(f"gpu_memory_utilization must be a number in (0, 1], got {g!r:.80}")
+        raise ValueError(f"gpu_memory_utilization must be a number in (0, 1], got {brief(g)}")
 
 # %% ../nbs/09_engine.ipynb #e0a10002
 # name -> (chapter, setup(engine)), added by later chapters' modules, run in chapter order

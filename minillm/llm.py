@@ -8,7 +8,7 @@ import itertools, numbers, threading, time, warnings
 from dataclasses import fields
 from fastcore.basics import patch
 from .loading import DEFAULT_MODEL
-from .sampling import SamplingParams
+from .sampling import SamplingParams, brief
 from .outputs import CompletionOutput, RequestMetrics, RequestOutput, StreamOutput
 from .engine import EngineConfig, LLMEngine, is_token_ids
 from .tokenizer import chat_prompt
@@ -71,7 +71,7 @@ def _unwrap(p):
     (k, v), = p.items()
     want = 'a str' if k == 'prompt' else 'a list of int token ids'
     if not (isinstance(v, str) if k == 'prompt' else is_token_ids(v)):
-        raise ValueError(f"a prompt dict's {k!r} must be {want}, got {v!r:.80}")
+        raise ValueError(f"a prompt dict's {k!r} must be {want}, got {brief(v)}")
     return v
 
 def normalize_prompts(prompts, sampling_params):
@@ -82,7 +82,7 @@ def normalize_prompts(prompts, sampling_params):
                         f"got {type(prompts).__name__}")
     if any(isinstance(p, numbers.Integral) for p in prompts):
         raise ValueError("prompts mixes token ids with other prompts: a list of ints is one prompt, and "
-                         f"several prompts are a list of those; got {prompts!r:.80}")
+                         f"several prompts are a list of those; got {brief(prompts)}")
     prompts = [_unwrap(p) for p in prompts]
     sp = SamplingParams() if sampling_params is None else sampling_params
     if isinstance(sp, (list, tuple)):

@@ -18,6 +18,7 @@ from .structured import compile_constraint, inline_refs
 from .tokenizer import THINK, END_THINK, TOOL_CALL, chat_prompt, check_messages, check_tools, load_tokenizer
 from .tokenizer import parse_tool_calls, think_state
 from .engine import EngineConfig, LLMEngine, check_fits, is_token_ids, truncate_prompt
+from .engine import _check_vocab
 
 # %% auto #0
 __all__ = ['MAX_MESSAGE', 'STRUCTURED_FIELDS', 'FIELDS', 'MAX_LOGPROBS', 'NOT_IMPLEMENTED', 'BOOL_FIELDS', 'TEMPLATE_KEYS',
@@ -575,11 +576,9 @@ async def _body(request) -> dict:
 # %% ../nbs/09b_server.ipynb #141938c5
 def _check_ids(ids: list, V: int, param: str,
                j: int = 0, n: int = 1):   # which prompt (from 0) of how many
-    "A 400 naming `param` unless every one of `ids` is a token id of the vocabulary, `[0, V)`."
-    bad = next((t for t in ids if not 0 <= t < V), None)
-    if bad is not None:
-        which = f"prompt {j + 1} of {n}" if n > 1 else param
-        raise APIError(f"{which} holds token id {bad}, outside the vocabulary [0, {V})", param)
+    "A 400 naming `param` unless every one of `ids` is a token id of the vocabulary, `[0, V)` (the engine's check)."
+    try: _check_vocab(param, ids, V)
+    except ValueError as e: raise APIError(f"prompt {j + 1} of {n}: {e}" if n > 1 else str(e), param) from None
 
 # %% ../nbs/09b_server.ipynb #e1e4b529
 # chat_template_kwargs' keys that the server sets: fields of the request's own, then the rendering's arguments
