@@ -5,6 +5,7 @@
 # %% ../nbs/09_engine.ipynb #ce6d19bb
 from __future__ import annotations
 import gc, json, math, numbers, os, random, time, traceback, warnings, weakref
+from collections import deque
 from dataclasses import dataclass, field, replace
 import numpy as np
 import torch
@@ -249,6 +250,8 @@ class LLMEngine:
         # how a step runs; later chapters bring others
         self.stepper = PlainStep()
         self.requests, self._by_seq, self._changed, self._next_seq = {}, {}, {}, 0
+        # after a failed step: the sequences to retry alone, and the one on trial with its output count
+        self._suspects, self._trial = deque(), None
         self.penalties = None   # `PenaltyCounts`, made for the first penalised row
         self.vocab, self.constraints = None, {}   # for structured outputs: the tokens' layout, compiled ones
         for _, setup in sorted(PLUGINS.values(), key=lambda p: p[0]): setup(self)
@@ -606,6 +609,7 @@ def _penalty_slots(self: LLMEngine, logits, seqs) -> tuple:
 @patch
 def step(self: LLMEngine) -> list:
     "Advance every running request by one step; the outputs it produced (increments, finished requests)."
+    self._next_trial()
     if self.scheduler.has_work():
         try: self.stepper.step(self, self.scheduler.schedule().scheduled)
         except Exception as e: self._fail(e)
@@ -613,18 +617,48 @@ def step(self: LLMEngine) -> list:
 
 # %% ../nbs/09_engine.ipynb #dc87febb
 @patch
+def _requeue(self: LLMEngine, s: Sequence):
+    "Send running `s` back to the queue's front with the tokens it has; its K/V will be computed again."
+    self.scheduler.running.remove(s)
+    self.scheduler._preempt(s)
+    if self.penalties is not None: self.penalties.drop(s.seq_id)   # recounted from its tokens
+
+@patch
 def _fail(self: LLMEngine, e: Exception):
-    "A step failed: every running request fails with it and releases its blocks; waiting ones stay queued."
-    what, n = f"{type(e).__name__}: {e}", len(self.scheduler.running)
-    warnings.warn(f"engine step failed, {n} running requests aborted: {what}\n"
-                  f"{traceback.format_exc()}")
-    self.stepper.reset()
-    for s in list(self.scheduler.running):
-        if s.status == FINISHED: continue   # another choice of a request failed already
-        req, _ = self._by_seq[s.seq_id]
-        req.error = f"aborted: engine step failed ({what})"
-        self._stop(req, 'abort')
-        self._changed[req] = None
+    "A step failed: the request on trial, or the only one, fails; the others are retried, each alone if unsure."
+    what = f"{type(e).__name__}: {e}"
+    self.stepper.reset()                        # the step in flight is lost: drop its tokens' places
+    for s in [*self.scheduler.running, *self.scheduler.waiting]:
+        del s.token_ids[len(s.token_ids) - s.pending:]
+        s.pending = 0
+    running = [s for s in self.scheduler.running if s.status != FINISHED]
+    reqs = {self._by_seq[s.seq_id][0]: None for s in running}
+    trial = self._trial and self._trial[0]
+    bad = self._by_seq[trial.seq_id][0] if trial in running else next(iter(reqs)) if len(reqs) == 1 else None
+    if bad is not None:
+        bad.error = f"aborted: engine step failed ({what})"
+        self._stop(bad, 'abort')
+        self._changed[bad] = None
+    back = [s for s in running if s.status != FINISHED]
+    for s in reversed(back): self._requeue(s)
+    if bad is None:                             # each alone, oldest first
+        for s in back: self.scheduler.waiting.remove(s)
+        self._suspects.extend(back)
+    who = f"request {bad.request_id!r} aborted" if bad else f"{len(reqs)} requests retried one at a time"
+    warnings.warn(f"engine step failed, {who}: {what}\n{traceback.format_exc()}")
+
+@patch
+def _next_trial(self: LLMEngine):
+    "Once the sequence on trial has a new token or has finished, the next suspect joins the batch."
+    if self._trial:
+        s, n = self._trial
+        if s.status != FINISHED and len(s.output_ids) == n: return
+        self._trial = None
+    while self._suspects and self._trial is None:
+        s = self._suspects.popleft()
+        if s.status == FINISHED: continue       # aborted while it waited
+        self.scheduler.waiting.appendleft(s)
+        self._trial = s, len(s.output_ids)
 
 # %% ../nbs/09_engine.ipynb #816d07a2
 @patch
