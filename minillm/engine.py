@@ -617,17 +617,10 @@ def step(self: LLMEngine) -> list:
 
 # %% ../nbs/09_engine.ipynb #dc87febb
 @patch
-def _requeue(self: LLMEngine, s: Sequence):
-    "Send running `s` back to the queue's front with the tokens it has; its K/V will be computed again."
-    self.scheduler.running.remove(s)
-    self.scheduler._preempt(s)
-    if self.penalties is not None: self.penalties.drop(s.seq_id)   # recounted from its tokens
-
-@patch
 def _fail(self: LLMEngine, e: Exception):
     "A step failed: the request on trial, or the only one, fails; the others are retried, each alone if unsure."
     what = f"{type(e).__name__}: {e}"
-    self.stepper.reset()                        # the step in flight is lost: drop its tokens' places
+    self.stepper.reset()                        # the step in flight is lost: its tokens' placeholders go
     for s in [*self.scheduler.running, *self.scheduler.waiting]:
         del s.token_ids[len(s.token_ids) - s.pending:]
         s.pending = 0
@@ -647,6 +640,15 @@ def _fail(self: LLMEngine, e: Exception):
     who = f"request {bad.request_id!r} aborted" if bad else f"{len(reqs)} requests retried one at a time"
     warnings.warn(f"engine step failed, {who}: {what}\n{traceback.format_exc()}")
 
+# %% ../nbs/09_engine.ipynb #f6240a64
+@patch
+def _requeue(self: LLMEngine, s: Sequence):
+    "Send running `s` back to the queue's front with the tokens it has; its K/V will be computed again."
+    self.scheduler.running.remove(s)
+    self.scheduler._preempt(s)
+    if self.penalties is not None: self.penalties.drop(s.seq_id)   # recounted from its tokens
+
+# %% ../nbs/09_engine.ipynb #e127e98b
 @patch
 def _next_trial(self: LLMEngine):
     "Once the sequence on trial has a new token or has finished, the next suspect joins the batch."
