@@ -180,7 +180,9 @@ def utf8_sequences(ranges, neg=False) -> list:
     return [s for lo, hi in cps for s in _utf8(lo, hi)]
 
 # %% ../nbs/07a_structured.ipynb #bb972e23
-MAX_NFA, MAX_DFA = 100_000, 20_000   # states: beyond these a constraint is refused as too large
+# states: beyond these a constraint is refused as too large (pydantic's HttpUrl, a URI of at most 2,083
+# characters, takes about 37,000 DFA states)
+MAX_NFA, MAX_DFA = 100_000, 50_000
 
 class NFA:
     "Thompson's automaton of a syntax tree: epsilon edges, and edges on a matcher (a range of bytes)."
