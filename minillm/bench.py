@@ -412,8 +412,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
       help='requests of the mixed workload (default: 256)')
     a('--prefix-requests', type=_positive, default=32,
       help='requests of the prefix workload (default: 32)')
-    a('--dtype', choices=('bfloat16', 'float16'), default='bfloat16',
-      help='weights and activations (default: bfloat16)')
+    a('--dtype', choices=('auto', 'bfloat16', 'float16'), default='auto',
+      help='weights and activations; auto: bfloat16, or float16 on a GPU without bfloat16 (compute capability '
+           'below 8.0, as a T4) (default: auto)')
     a('--timeout', type=_positive, default=None,
       help='seconds after which a worker process is killed (default: none)')
     a('--out', default=None,
@@ -424,8 +425,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
 def run(args) -> list:
     "Run the suite that parsed `args` describe and print its table; needs a CUDA GPU."
     if not torch.cuda.is_available(): raise RuntimeError(NO_CUDA)
+    dtype = args.dtype
+    if dtype == 'auto': dtype = 'bfloat16' if torch.cuda.get_device_capability() >= (8, 0) else 'float16'
     rows = run_suite(args.preset, args.workload, args.peers, args.batch_sizes, args.repeats,
-                     out=args.out, dtype=args.dtype, mixed_requests=args.mixed_requests,
+                     out=args.out, dtype=dtype, mixed_requests=args.mixed_requests,
                      prefix_requests=args.prefix_requests, timeout=args.timeout)
     print_table(rows)
     return rows
