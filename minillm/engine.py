@@ -250,8 +250,9 @@ class LLMEngine:
         # how a step runs; later chapters bring others
         self.stepper = PlainStep()
         self.requests, self._by_seq, self._changed, self._next_seq = {}, {}, {}, 0
-        # after a failed step: the sequences to retry alone, and the one on trial with its output count
-        self._suspects, self._trial = deque(), None
+        # after a failed step: groups of suspect sequences, the group on trial ({seq: its output count})
+        # and the sequences that wait until every group is cleared
+        self._groups, self._trial, self.held = deque(), None, deque()
         self.penalties = None   # `PenaltyCounts`, made for the first penalised row
         self.vocab, self.constraints = None, {}   # for structured outputs: the tokens' layout, compiled ones
         for _, setup in sorted(PLUGINS.values(), key=lambda p: p[0]): setup(self)
@@ -618,26 +619,25 @@ def step(self: LLMEngine) -> list:
 # %% ../nbs/09_engine.ipynb #dc87febb
 @patch
 def _fail(self: LLMEngine, e: Exception):
-    "A step failed: the request on trial, or the only one, fails; the others are retried, each alone if unsure."
+    "A step failed: the request it ran fails; if it ran several, they are split in two groups, each tried alone."
     what = f"{type(e).__name__}: {e}"
-    self.stepper.reset()                        # the step in flight is lost: its tokens' placeholders go
-    for s in [*self.scheduler.running, *self.scheduler.waiting]:
-        del s.token_ids[len(s.token_ids) - s.pending:]
-        s.pending = 0
-    running = [s for s in self.scheduler.running if s.status != FINISHED]
-    reqs = {self._by_seq[s.seq_id][0]: None for s in running}
-    trial = self._trial and self._trial[0]
-    bad = self._by_seq[trial.seq_id][0] if trial in running else next(iter(reqs)) if len(reqs) == 1 else None
-    if bad is not None:
+    self.stepper.reset()                        # the step in flight is lost too
+    for s in [*self.scheduler.running, *self.scheduler.waiting]: s.unreserve()
+    ran = [s for s in [*self.scheduler.running, *(self._trial or ())] if s.status != FINISHED]
+    reqs = {}                                   # request -> its sequences that ran or are on trial
+    for s in dict.fromkeys(ran): reqs.setdefault(self._by_seq[s.seq_id][0], []).append(s)
+    if len(reqs) == 1:
+        bad, = reqs
         bad.error = f"aborted: engine step failed ({what})"
         self._stop(bad, 'abort')
         self._changed[bad] = None
-    back = [s for s in running if s.status != FINISHED]
-    for s in reversed(back): self._requeue(s)
-    if bad is None:                             # each alone, oldest first
-        for s in back: self.scheduler.waiting.remove(s)
-        self._suspects.extend(back)
-    who = f"request {bad.request_id!r} aborted" if bad else f"{len(reqs)} requests retried one at a time"
+    for s in [s for s in self.scheduler.running if s.status != FINISHED]: self._requeue(s)
+    if len(reqs) > 1:                           # two halves, the first tried first
+        seqs, half = list(reqs.values()), len(reqs) // 2
+        self._groups.extendleft([sum(seqs[half:], []), sum(seqs[:half], [])])
+        self._trial = None
+    who = (f"request {bad.request_id!r} aborted" if len(reqs) == 1 else
+           f"{len(reqs)} requests retried in two groups" if reqs else "no request was running")
     warnings.warn(f"engine step failed, {who}: {what}\n{traceback.format_exc()}")
 
 # %% ../nbs/09_engine.ipynb #f6240a64
@@ -645,22 +645,25 @@ def _fail(self: LLMEngine, e: Exception):
 def _requeue(self: LLMEngine, s: Sequence):
     "Send running `s` back to the queue's front with the tokens it has; its K/V will be computed again."
     self.scheduler.running.remove(s)
-    self.scheduler._preempt(s)
+    self.scheduler._preempt(s, count=False)
     if self.penalties is not None: self.penalties.drop(s.seq_id)   # recounted from its tokens
 
 # %% ../nbs/09_engine.ipynb #e127e98b
 @patch
 def _next_trial(self: LLMEngine):
-    "Once the sequence on trial has a new token or has finished, the next suspect joins the batch."
-    if self._trial:
-        s, n = self._trial
-        if s.status != FINISHED and len(s.output_ids) == n: return
-        self._trial = None
-    while self._suspects and self._trial is None:
-        s = self._suspects.popleft()
-        if s.status == FINISHED: continue       # aborted while it waited
-        self.scheduler.waiting.appendleft(s)
-        self._trial = s, len(s.output_ids)
+    "In probation: clear the group on trial once each has a token, start the next; only the trial's sequences queue."
+    t = self._trial
+    if t is None and not self._groups: return                       # no probation
+    if t is not None and all(s.status == FINISHED or len(s.output_ids) > n for s, n in t.items()):
+        for s in t:
+            if s.status == RUNNING: self._requeue(s)                 # cleared: waits for the others
+        t = self._trial = None
+    while t is None and self._groups:
+        t = {s: len(s.output_ids) for s in self._groups.popleft() if s.status != FINISHED} or None
+    self._trial, w = t, self.scheduler.waiting
+    every = [s for s in [*w, *self.held] if s.status != FINISHED]
+    w.clear(), self.held.clear()
+    for s in every: (w if t is None or s in t else self.held).append(s)
 
 # %% ../nbs/09_engine.ipynb #816d07a2
 @patch

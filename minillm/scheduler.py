@@ -47,6 +47,11 @@ def reserve(self: Sequence):
     self.token_ids.append(-1)
     self.pending += 1
 @patch
+def unreserve(self: Sequence):
+    "Forget the tokens of launched steps that were lost (a step that failed): their placeholders go."
+    del self.token_ids[len(self.token_ids) - self.pending:]
+    self.pending = 0
+@patch
 def append(self: Sequence, tok: int):
     "Add a sampled token (in the first placeholder's place, if any)."
     if self.pending:
@@ -76,11 +81,11 @@ class Scheduler:
 
 # %% ../nbs/08_scheduler.ipynb #baad9a72
 @patch
-def _preempt(self: Scheduler, seq):
+def _preempt(self: Scheduler, seq, count: bool = True):   # count: a preemption, not a step that failed
     self.bm.free(seq.seq_id)
     seq.status, seq.num_computed = WAITING, 0
     self.waiting.appendleft(seq)
-    self.num_preemptions += 1
+    self.num_preemptions += count
 
 # %% ../nbs/08_scheduler.ipynb #2ace01a3
 @patch

@@ -78,8 +78,8 @@ def _engine_main(config: EngineConfig, conn):
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if (engine := _start(config, conn)) is None: return
     s, bm = engine.scheduler, engine.block_manager
-    stats = lambda: (len(s.running), len(s.waiting), bm.num_used_blocks / bm.num_blocks,
-                     bm.stats.hit_rate)
+    stats = lambda: (len(s.running), len(s.waiting) + len(engine.held),   # held: after a failed step
+                     bm.num_used_blocks / bm.num_blocks, bm.stats.hit_rate)
     conn.send(('ready', str(engine.model.path), engine.max_model_len, engine.model.config.vocab_size))
     pending, ready = {}, True                              # outputs not sent yet; may we send?
     try:
