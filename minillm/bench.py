@@ -9,7 +9,8 @@ from pathlib import Path
 import torch
 from fastcore.imports import in_ipython
 import minillm
-from .loading import PRESETS, random_checkpoint
+from .config import ModelConfig
+from .loading import PRESETS, auto_dtype, random_checkpoint
 from .workloads import (WORKLOADS, batch_workload, mixed_workload, prefix_workload,
                                nanovllm_workload, workload_label, request_lengths, make_requests,
                                model_config, weight_bytes, kv_bytes_per_token, floor_seconds,
@@ -426,7 +427,8 @@ def run(args) -> list:
     "Run the suite that parsed `args` describe and print its table; needs a CUDA GPU."
     if not torch.cuda.is_available(): raise RuntimeError(NO_CUDA)
     dtype = args.dtype
-    if dtype == 'auto': dtype = 'bfloat16' if torch.cuda.get_device_capability() >= (8, 0) else 'float16'
+    if dtype == 'auto':   # the engine's rule for a bfloat16 checkpoint
+        dtype = str(auto_dtype(ModelConfig(torch_dtype='bfloat16'), 'cuda')).split('.')[-1]
     rows = run_suite(args.preset, args.workload, args.peers, args.batch_sizes, args.repeats,
                      out=args.out, dtype=dtype, mixed_requests=args.mixed_requests,
                      prefix_requests=args.prefix_requests, timeout=args.timeout)

@@ -495,6 +495,13 @@ def _stop(self: LLMEngine, req: Request, reason: str):
             self.scheduler.finish(c.seq, reason)
         else: c.seq.status, c.seq.finish_reason = FINISHED, reason   # a choice not queued yet
 
+@patch
+def _end(self: LLMEngine, req: Request, error: str, reason: str):
+    "Fail `req` with `error`: its choices stop with `reason`, and its output is due this step."
+    req.error = error
+    self._stop(req, reason)
+    self._changed[req] = None
+
 # %% ../nbs/09_engine.ipynb #33cc5869
 @patch
 def _forget(self: LLMEngine, req: Request):
@@ -557,9 +564,7 @@ def deliver(self: LLMEngine, seqs, tokens, logprobs):
         for tok, lp in zip(toks, lps):
             if s.status == FINISHED: break
             try: self._on_token(req, ch, tok, lp)
-            except Exception as e:
-                req.error = f"{type(e).__name__}: {e}"
-                self._stop(req, 'error')
+            except Exception as e: self._end(req, f"{type(e).__name__}: {e}", 'error')
         if req.later and req.error is None:   # the prompt is computed: the other choices
             for q in req.later: self.scheduler.add(q)
             req.later = []
@@ -628,9 +633,7 @@ def _fail(self: LLMEngine, e: Exception):
     for s in dict.fromkeys(ran): reqs.setdefault(self._by_seq[s.seq_id][0], []).append(s)
     if len(reqs) == 1:
         bad, = reqs
-        bad.error = f"aborted: engine step failed ({what})"
-        self._stop(bad, 'abort')
-        self._changed[bad] = None
+        self._end(bad, f"aborted: engine step failed ({what})", 'abort')
     for s in [s for s in self.scheduler.running if s.status != FINISHED]: self._requeue(s)
     if len(reqs) > 1:                           # two halves, the first tried first
         seqs, half = list(reqs.values()), len(reqs) // 2
