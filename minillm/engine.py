@@ -268,6 +268,7 @@ def _eos_ids(self: LLMEngine):
         ids += e if isinstance(e, list) else [] if e is None else [e]
     return tuple(dict.fromkeys(ids or self.tokenizer.eos_token_ids))
 
+# %% ../nbs/09_engine.ipynb #d8b5d7e3
 @patch
 def _think_ids(self: LLMEngine) -> tuple | None:
     "With a reasoning parser, the token ids of `<think>` and `</think>`; else None."
@@ -286,10 +287,12 @@ def activation_reserve(cfg, tokens: int, dtype) -> int:
     bound = tokens * (3 * cfg.intermediate_size + 4 * cfg.hidden_size) * esize
     return max(2 * 2**30, bound * 3 // 2)
 
+# %% ../nbs/09_engine.ipynb #033ea9dc
 def live_engines(device) -> int:
     "How many engines of this process hold memory on `device` (built, not closed, not yet collected)."
     return sum(e.device == device for e in list(_ENGINES))
 
+# %% ../nbs/09_engine.ipynb #f8006d90
 @patch
 def _auto_blocks(self: LLMEngine):
     c, dev, dt = self.config, self.device, next(self.model.parameters()).dtype
@@ -340,6 +343,7 @@ def _check_vocab(name: str, ids, V: int):
     bad = [t for t in ids if not 0 <= t < V]
     if bad: raise ValueError(f"{name} token id {bad[0]} is outside the vocabulary [0, {V})")
 
+# %% ../nbs/09_engine.ipynb #2ed8fae7
 @patch
 def _prompt_ids(self: LLMEngine, prompt, params) -> list:
     "The token ids of `prompt` (cut if asked), checked: in the vocabulary, fitting `max_model_len` and the KV pool."
@@ -391,6 +395,7 @@ def token_layout(self: LLMEngine) -> Vocab:
     if self.vocab is None: self.vocab = Vocab(token_bytes(self.tokenizer))
     return self.vocab
 
+# %% ../nbs/09_engine.ipynb #2713130a
 @patch
 def constraint(self: LLMEngine, spec: dict,
                compiled: Automaton | None = None) -> TokenDFA:   # its automaton, if compiled elsewhere
@@ -495,6 +500,7 @@ def _stop(self: LLMEngine, req: Request, reason: str):
             self.scheduler.finish(c.seq, reason)
         else: c.seq.status, c.seq.finish_reason = FINISHED, reason   # a choice not queued yet
 
+# %% ../nbs/09_engine.ipynb #5d85bcf6
 @patch
 def _end(self: LLMEngine, req: Request, error: str, reason: str):
     "Fail `req` with `error`: its choices stop with `reason`, and its output is due this step."
@@ -511,6 +517,7 @@ def _forget(self: LLMEngine, req: Request):
         del self._by_seq[c.seq.seq_id]
         if self.penalties is not None: self.penalties.drop(c.seq.seq_id)
 
+# %% ../nbs/09_engine.ipynb #e6285cf9
 @patch
 def abort_request(self: LLMEngine, request_id):
     "Stop `request_id` (or each of a list) now and release its blocks; unknown ids are ignored."

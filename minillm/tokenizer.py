@@ -93,10 +93,14 @@ _TOOLS = ("{% if tools %}<|im_start|>system\n"     # the tools, in the system me
           "For each function call, return a json object with function name and arguments within "
           "<tool_call></tool_call> XML tags:\n<tool_call>\n"
           "{\"name\": <function-name>, \"arguments\": <args-json-object>}\n</tool_call><|im_end|>\n{% endif %}")
+
+# %% ../nbs/03_tokenizer.ipynb #324fd5fd
 _LAST_QUERY = ("{% set ns = namespace(last=messages | length - 1, found=false) %}"   # the last user turn,
                "{% for m in messages[::-1] %}{% if not ns.found and m['role'] == 'user' and not "  # tool results aside
                "(m['content'].startswith('<tool_response>') and m['content'].endswith('</tool_response>')) %}"
                "{% set ns.found = true %}{% set ns.last = messages | length - 1 - loop.index0 %}{% endif %}{% endfor %}")
+
+# %% ../nbs/03_tokenizer.ipynb #94536fd7
 _REPLY = ("{% set text, r = m['content'], m['reasoning_content'] %}"     # an assistant's reasoning, kept after
           "{% if r is not string %}{% set r = '' %}{% if '</think>' in text %}"   # the last user turn only
           "{% set r = text.split('</think>')[0].rstrip('\\n').split('<think>')[-1].lstrip('\\n') %}"
@@ -108,9 +112,13 @@ _REPLY = ("{% set text, r = m['content'], m['reasoning_content'] %}"     # an as
           "<tool_call>\n{\"name\": \"{{ f['name'] }}\", \"arguments\": "
           "{{ f['arguments'] if f['arguments'] is string else f['arguments'] | tojson }}}\n</tool_call>"
           "{% endfor %}<|im_end|>\n")
+
+# %% ../nbs/03_tokenizer.ipynb #0389e53a
 _RESULT = ("{% if loop.first or messages[loop.index0 - 1]['role'] != 'tool' %}<|im_start|>user{% endif %}"
            "{{ '\\n' }}<tool_response>\n{{ m['content'] }}\n</tool_response>"   # consecutive results: one turn
            "{% if loop.last or messages[loop.index0 + 1]['role'] != 'tool' %}<|im_end|>{{ '\\n' }}{% endif %}")
+
+# %% ../nbs/03_tokenizer.ipynb #d1a943ac
 QWEN_CHAT_TEMPLATE = (_TOOLS + _LAST_QUERY + "{% for m in messages %}"
                       "{% if m['role'] == 'system' and loop.first and tools %}"
                       "{% elif m['role'] == 'tool' %}" + _RESULT +
@@ -129,6 +137,7 @@ def _raise(message):
 def _tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False) -> str:
     return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
 
+# %% ../nbs/03_tokenizer.ipynb #490eb209
 def _render(self, template, messages, add_generation_prompt, **kwargs) -> str:
     from jinja2.sandbox import ImmutableSandboxedEnvironment
     env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
@@ -145,6 +154,7 @@ def _part(p):
     t = p.get('type') if isinstance(p, dict) else None
     return p[t] if t in ('text', 'refusal') and isinstance(p.get(t), str) else None
 
+# %% ../nbs/03_tokenizer.ipynb #3c4c845e
 def _text(content, i) -> str:
     if isinstance(content, str): return content
     parts = [_part(p) for p in content] if isinstance(content, list) else [None]
@@ -157,6 +167,7 @@ def _text(content, i) -> str:
 ROLES = ('system', 'user', 'assistant', 'tool')
 ALIASES = {'developer': 'system'}   # OpenAI's newer name for the system message
 
+# %% ../nbs/03_tokenizer.ipynb #67e4b84b
 def _check_calls(calls, i):
     "An assistant's `tool_calls`, as the API sends them back: each a function with a name and its arguments."
     fn = lambda c: c.get('function') if isinstance(c, dict) else None
@@ -165,6 +176,7 @@ def _check_calls(calls, i):
         raise ValueError(f"messages[{i}].tool_calls must be a list of {{'type': 'function', 'function': "
                          f"{{'name': ..., 'arguments': ...}}}}, arguments a JSON string, got {calls!r:.80}")
 
+# %% ../nbs/03_tokenizer.ipynb #043435da
 def _message(m, i) -> dict:
     "Message `i`, checked: a known role (an alias renamed), string content (None only for an assistant)."
     if not isinstance(m, dict):
@@ -178,6 +190,7 @@ def _message(m, i) -> dict:
     c = m.get('content')
     return {**m, 'role': role, 'content': '' if c is None and role == 'assistant' else _text(c, i)}
 
+# %% ../nbs/03_tokenizer.ipynb #641278ff
 def check_messages(messages) -> list:
     "The conversation `messages` as a list of `{'role', 'content'}` dicts with string contents, or ValueError."
     if not isinstance(messages, (list, tuple)) or not messages:
@@ -208,6 +221,7 @@ def _check_tool(t, i):
         raise ValueError(f"tools[{i}].function.parameters must be a JSON schema (an object), "
                          f"got {f['parameters']!r:.80}")
 
+# %% ../nbs/03_tokenizer.ipynb #c1f0ca99
 def check_tools(tools) -> list:
     "The API's `tools`: a list of functions, each with a name and its parameters' JSON schema."
     if not isinstance(tools, list): raise ValueError(f"tools must be a list of functions, got {tools!r:.80}")
@@ -246,8 +260,10 @@ def chat_prompt(tok, messages, chat_template=None, add_generation_prompt=True,
 TOOL_CALL = '<tool_call>'                          # what opens a call in Qwen's format
 _CALL = re.compile(TOOL_CALL + r'(.*?)(?:</tool_call>|\Z)', re.S)
 
+# %% ../nbs/03_tokenizer.ipynb #e9d411a9
 def _not_json(name): raise ValueError(f"{name} is not JSON")
 
+# %% ../nbs/03_tokenizer.ipynb #454d5bf2
 def _call(s: str) -> dict:
     "One call's JSON, read: a name, and arguments that are an object (or its JSON text)."
     c = json.loads(s, parse_constant=_not_json)
@@ -257,6 +273,7 @@ def _call(s: str) -> dict:
     if not (isinstance(c.get('name'), str) and isinstance(args, dict)): raise ValueError("not a call")
     return dict(name=c['name'], arguments=args)
 
+# %% ../nbs/03_tokenizer.ipynb #a260e137
 def parse_tool_calls(text: str) -> tuple:
     "`(content, calls)` of a reply: the text before its calls (None if empty), each call `{'name', 'arguments'}`."
     k = text.find(TOOL_CALL)
@@ -268,6 +285,7 @@ def parse_tool_calls(text: str) -> tuple:
 THINK, END_THINK = '<think>', '</think>'          # where Qwen3 (and DeepSeek-R1) think
 REASONING_PARSERS = ('qwen3', 'deepseek_r1')     # vLLM's names for models that think in these tags
 
+# %% ../nbs/03_tokenizer.ipynb #14f72293
 _TURN = re.compile(r'<[|｜][^|｜\s]{1,40}[|｜]>')     # a template's markers: <|im_end|>, <｜Assistant｜>
 
 def think_state(tok, ids, window: int = 2048) -> str | None:
