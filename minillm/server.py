@@ -54,12 +54,13 @@ def _add(engine, rid, prompt, params, compiled=None):   # compiled: the automato
     except (ValueError, TypeError) as e: return e
     except Exception as e: return Exception(f"internal error: {e!r}")
 
-# %% ../nbs/09b_server.ipynb #ed03ec6b
+# %% ../nbs/09b_server.ipynb #9bs00001
 def _freeze():
     "Take what the process holds out of the collector's sight, after collecting its garbage (else kept for good)."
     gc.collect()
     gc.freeze()
 
+# %% ../nbs/09b_server.ipynb #9bs00003
 def _start(config: EngineConfig, conn) -> LLMEngine | None:
     "The engine, built and ready to serve; None if it could not be built (the server is sent the error)."
     import minillm
@@ -231,7 +232,7 @@ def stop(self: EngineProcess):
     self.reader.join(timeout=30)
     if self.proc.is_alive(): self.proc.kill()
 
-# %% ../nbs/09b_server.ipynb #9b000010
+# %% ../nbs/09b_server.ipynb #9bs00004
 MAX_MESSAGE = 300   # an error message's most characters: a long value a request sent is not echoed whole
 
 def _shorten(s: str, most: int = MAX_MESSAGE) -> str:
@@ -240,6 +241,7 @@ def _shorten(s: str, most: int = MAX_MESSAGE) -> str:
     head = most * 2 // 3
     return s[:head] + '...' + s[head + 3 - most:]
 
+# %% ../nbs/09b_server.ipynb #9bs00006
 class APIError(Exception):
     "An error answered with OpenAI's error body: `{'error': {'message', 'type', 'param', 'code'}}`."
     def __init__(self, message: str, param: str | None = None, status: int = 400):
@@ -259,7 +261,7 @@ def _bool(v, name: str, note: str = '', param: str | None = None):
     if v is not None and not isinstance(v, bool):
         raise APIError(f"{name} must be a bool{note}, got {v!r}", param or name)
 
-# %% ../nbs/09b_server.ipynb #f06f8e95
+# %% ../nbs/09b_server.ipynb #9bs00007
 STRUCTURED_FIELDS = ('response_format', 'structured_outputs', 'guided_json', 'guided_regex', 'guided_choice')
 _FORMATS = "{'type': 'text'}, {'type': 'json_object'} or {'type': 'json_schema', 'json_schema': {'schema': {...}}}"
 
@@ -271,6 +273,7 @@ def _response_format(rf):
     if kind == 'json_schema' and isinstance(js, dict) and 'schema' in js: return {'json': js['schema']}
     raise APIError(f"response_format must be {_FORMATS}, got {rf!r:.80}", 'response_format')
 
+# %% ../nbs/09b_server.ipynb #9bs00009
 def structured_outputs(body: dict) -> tuple:
     "`(spec, field)`: the request's structured output as `SamplingParams.structured_outputs`, the field it came in."
     asks = {k: body[k] for k in STRUCTURED_FIELDS if body.get(k) is not None}
@@ -289,11 +292,13 @@ def structured_outputs(body: dict) -> tuple:
         raise APIError(msg if msg.startswith(field) else f"{field}: {msg}", field) from None
     return spec, field
 
-# %% ../nbs/09b_server.ipynb #30a2aad8
+# %% ../nbs/09b_server.ipynb #9bs00015
 FIELDS = ('n', 'temperature', 'top_p', 'top_k', 'min_p', 'presence_penalty', 'frequency_penalty',
           'repetition_penalty', 'seed', 'stop', 'stop_token_ids', 'ignore_eos', 'min_tokens',
           'skip_special_tokens', 'allowed_token_ids', 'include_stop_str_in_output', 'truncate_prompt_tokens',
           'bad_words')
+
+# %% ../nbs/09b_server.ipynb #9bs00017
 MAX_LOGPROBS = 20   # the most top logprobs a token may ask for (OpenAI's chat limit, vLLM's default)
 
 def _logprobs(name: str, v) -> int:
@@ -301,6 +306,7 @@ def _logprobs(name: str, v) -> int:
         raise APIError(f"{name} must be an int in [0, {MAX_LOGPROBS}], got {v!r}", name)
     return v
 
+# %% ../nbs/09b_server.ipynb #9bs00019
 def request_params(body: dict, chat: bool) -> dict:
     "The `SamplingParams` fields of an OpenAI request body, `max_tokens` None where the request leaves it open."
     kw = {k: body[k] for k in FIELDS if body.get(k) is not None}
@@ -377,7 +383,7 @@ def refuse_unsupported(body: dict):
         if v is None or v in no_op or (k == 'best_of' and v == body.get('n', 1)): continue
         raise APIError(f"{k} is not supported by this server, got {v!r}; leave it out", k)
 
-# %% ../nbs/09b_server.ipynb #7c0f5081
+# %% ../nbs/09b_server.ipynb #9bs00030
 def _calls_schema(tools: list, parallel: bool) -> dict:
     "The JSON schema of the calls a required tool choice writes: a list of `{'name', 'parameters'}` of the tools."
     params = lambda f: inline_refs(f.get('parameters') or {'type': 'object'})   # nested: its refs resolved first
@@ -385,6 +391,7 @@ def _calls_schema(tools: list, parallel: bool) -> dict:
                                             'parameters': params(t['function'])}} for t in tools]
     return {'type': 'array', 'minItems': 1, **({} if parallel else {'maxItems': 1}), 'items': {'anyOf': one}}
 
+# %% ../nbs/09b_server.ipynb #9bs00032
 def _check_choice(choice, tools, chat: bool):
     if not chat and (tools or choice not in (None, 'none')):
         raise APIError("tools and tool_choice are for chat completions", 'tools' if tools else 'tool_choice')
@@ -606,7 +613,7 @@ def _template_kwargs(self: Server, body: dict) -> dict:
         raise APIError(_UNTRUSTED, 'chat_template')
     return kw
 
-# %% ../nbs/09b_server.ipynb #ffcf8974
+# %% ../nbs/09b_server.ipynb #9bs00041
 def _generation_prompt(body: dict) -> bool:
     "Does a chat open the assistant's turn? (Default: unless it continues its last message; template kwargs win.)"
     kw, gen = body.get('chat_template_kwargs'), body.get('add_generation_prompt')
@@ -614,6 +621,7 @@ def _generation_prompt(body: dict) -> bool:
     won = kw.get('add_generation_prompt') if isinstance(kw, dict) else None
     return gen if won is None else won
 
+# %% ../nbs/09b_server.ipynb #9bs00044
 @patch
 def _prompts(self: Server, body: dict, chat: bool) -> list:
     "The token ids of each prompt of a request: a chat's one through the chat template, a completion's each."
@@ -633,6 +641,7 @@ def _prompts(self: Server, body: dict, chat: bool) -> list:
         raise APIError(str(e), bad) from None
     return [tok.encode(text)]
 
+# %% ../nbs/09b_server.ipynb #9bs00046
 @patch
 def _check_model(self: Server, body: dict):
     m = body.get('model')
@@ -728,7 +737,7 @@ async def complete(self: Server, request, chat: bool):
         return StreamingResponse(events, media_type='text/event-stream')
     return JSONResponse(await call.result(request))
 
-# %% ../nbs/09b_server.ipynb #cee3b427
+# %% ../nbs/09b_server.ipynb #9bs00063
 @patch
 def tokenize(self: Server, body: dict) -> dict:
     "vLLM's `/tokenize`: the token ids of a `prompt`, or of `messages` through the chat template."
@@ -738,6 +747,7 @@ def tokenize(self: Server, body: dict) -> dict:
     if len(ids) != 1: raise APIError("prompt must be one string or one list of token ids", 'prompt')
     return dict(count=len(ids[0]), max_model_len=self.engine.max_model_len, tokens=ids[0])
 
+# %% ../nbs/09b_server.ipynb #9bs00065
 @patch
 def detokenize(self: Server, body: dict) -> dict:
     "vLLM's `/detokenize`: the text of `tokens`."
@@ -834,11 +844,12 @@ def _record(self: _Call, o, j):
     m.ttft.observe(ttft)
     if longest > 1: m.tpot.observe(decode / (longest - 1))
 
-# %% ../nbs/09b_server.ipynb #c76d48f7
+# %% ../nbs/09b_server.ipynb #9bs00074
 def _tool_call(c: dict) -> dict:
     return dict(id=f"call_{uuid.uuid4().hex[:24]}", type='function',
                 function=dict(name=c['name'], arguments=json.dumps(c['arguments'], ensure_ascii=False)))
 
+# %% ../nbs/09b_server.ipynb #9bs00076
 def forced_calls(text: str, mode: str, name: str | None) -> tuple:
     "`(content, calls)` of a reply decoded as a forced call: a named function's arguments, or required calls."
     try: v = json.loads(text)
@@ -848,12 +859,14 @@ def forced_calls(text: str, mode: str, name: str | None) -> tuple:
         return text, []
     return None, [dict(name=c['name'], arguments=c.get('parameters', {})) for c in v]
 
+# %% ../nbs/09b_server.ipynb #9bs00078
 def _cut(buf: str, tag: str) -> int:
     "Where `tag` begins in `buf`, or else where a start of it ends `buf`; `len(buf)` if neither."
     k = buf.find(tag)
     if k >= 0: return k
     return next((j for j in range(max(0, len(buf) - len(tag) + 1), len(buf)) if tag.startswith(buf[j:])), len(buf))
 
+# %% ../nbs/09b_server.ipynb #9bs00080
 @patch
 def _hold(self: _Call, i: int, text: str, reason) -> tuple:
     "Choice `i`'s text to send now, and once it ends, its tool calls (None if it made none)."
