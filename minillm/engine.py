@@ -261,6 +261,7 @@ class LLMEngine:
 # %% ../nbs/09_engine.ipynb #b2afa2fc
 @patch
 def _eos_ids(self: LLMEngine):
+    "The ids that end a sequence: the model config's and `generation_config.json`'s, else the tokenizer's."
     ids = list(self.model.config.eos_token_ids)
     gen = self.model.path/'generation_config.json'
     if gen.exists():
@@ -678,6 +679,7 @@ def _next_trial(self: LLMEngine):
 # %% ../nbs/09_engine.ipynb #816d07a2
 @patch
 def _outputs(self: LLMEngine) -> list:
+    "The step's outputs: an increment of each streamed request that changed, the result of each finished one."
     outs = []
     for req in self._changed:
         done = req.finished
