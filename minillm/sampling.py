@@ -31,16 +31,19 @@ def brief(v, width: int = 80) -> str:
     except Exception: s = f"<a {type(v).__name__}>"     # say, an int of more digits than Python prints
     return s if len(s) <= width else s[:width - 3] + '...'
 
-# %% ../nbs/07_sampling.ipynb #b3328d37
+# %% ../nbs/07_sampling.ipynb #b48891ce
 # temperatures below this are greedy, as in vLLM (dividing by them would overflow)
 _SAMPLING_EPS = 1e-5
 
+# %% ../nbs/07_sampling.ipynb #135db1fc
 # 1e6, not 1e+06
 def _num(x) -> str: return f"{x:g}".replace('e+0', 'e').replace('e-0', 'e-').replace('e+', 'e')
 
+# %% ../nbs/07_sampling.ipynb #6e6bdc2b
 def _interval(lo, hi, lo_open, hi_open):
     return f"{'(' if lo_open else '['}{_num(lo)}, {_num(hi)}{')' if hi_open else ']'}"
 
+# %% ../nbs/07_sampling.ipynb #5fd8f951
 def _real(name, v, lo, hi, lo_open=False, hi_open=False) -> float:
     "`v` as a float, or ValueError unless it is a real number in the interval."
     iv = _interval(lo, hi, lo_open, hi_open)
@@ -52,18 +55,19 @@ def _real(name, v, lo, hi, lo_open=False, hi_open=False) -> float:
     if not ok: raise ValueError(f"{name} must be in {iv}, got {brief(x)}")
     return x
 
-# %% ../nbs/07_sampling.ipynb #8c9d6e8b
+# %% ../nbs/07_sampling.ipynb #6b7468a8
 def _int(name, v, ok, allowed) -> int:
     "`v` as an int, or ValueError unless it is an integer for which `ok(v)` holds."
     if isinstance(v, bool) or not isinstance(v, numbers.Integral) or not ok(int(v)):
         raise ValueError(f"{name} must be {allowed}, got {brief(v)}")
     return int(v)
 
+# %% ../nbs/07_sampling.ipynb #f6b0f6f8
 def _bool(name, v) -> bool:
     if not isinstance(v, bool): raise ValueError(f"{name} must be a bool, got {brief(v)}")
     return v
 
-# %% ../nbs/07_sampling.ipynb #852e82cb
+# %% ../nbs/07_sampling.ipynb #81d52915
 def _stops(v, name='stop') -> list:
     "`stop` (or the field `name`) as a list of non-empty strings (a str becomes a one-element list)."
     stop = [] if v is None else [v] if isinstance(v, str) else v
@@ -71,8 +75,10 @@ def _stops(v, name='stop') -> list:
         raise ValueError(f"{name} must be None, a non-empty str or a list of non-empty str, got {brief(v)}")
     return list(stop)
 
+# %% ../nbs/07_sampling.ipynb #46a52662
 def _is_id(t) -> bool: return isinstance(t, numbers.Integral) and not isinstance(t, bool) and t >= 0
 
+# %% ../nbs/07_sampling.ipynb #46e633df
 def _token_ids(v, name='stop_token_ids') -> list:
     "`stop_token_ids` (or the list `name`) as a list of ints >= 0."
     ids = [] if v is None else v
@@ -80,7 +86,7 @@ def _token_ids(v, name='stop_token_ids') -> list:
         raise ValueError(f"{name} must be None or a list of ints >= 0, got {brief(v)}")
     return [int(t) for t in ids]
 
-# %% ../nbs/07_sampling.ipynb #c6421e20
+# %% ../nbs/07_sampling.ipynb #25e6554f
 def _sequences(v, name) -> list | None:
     "`name` as a list of non-empty lists of token ids; None or [] is None."
     if v is None or v == []: return None
@@ -88,6 +94,7 @@ def _sequences(v, name) -> list | None:
         raise ValueError(f"{name} must be None or a list of non-empty lists of token ids, got {brief(v)}")
     return [_token_ids(s, name) for s in v]
 
+# %% ../nbs/07_sampling.ipynb #9e5f3a72
 def _bias(v) -> dict | None:
     "`logit_bias` as `{token id: float in [-100, 100]}`; None or {} is None."
     if v is None or v == {}: return None
@@ -96,9 +103,10 @@ def _bias(v) -> dict | None:
                          f"got {brief(v)}")
     return {int(t): _real(f'logit_bias[{brief(t)}]', b, -100, 100) for t, b in v.items()}
 
-# %% ../nbs/07_sampling.ipynb #2c2503f7
+# %% ../nbs/07_sampling.ipynb #45503985
 MAX_JSON_DEPTH, MAX_JSON_VALUES = 100, 100_000   # the most levels of nesting, and values, of a structured output
 
+# %% ../nbs/07_sampling.ipynb #b8b6f71f
 def _at(name, path) -> str:
     "`name` and the keys of `path` (a linked list of `(parent, key)`) as `name['a'][0]`, cut short."
     keys = []
@@ -106,6 +114,7 @@ def _at(name, path) -> str:
     s = ''.join(reversed(keys))
     return name + (s if len(s) <= 80 else '...' + s[-77:])
 
+# %% ../nbs/07_sampling.ipynb #3a190260
 def check_json(v, name: str):
     "ValueError unless `v` is JSON: dicts with str keys, lists (or tuples), strs, ints, finite floats, bools, None."
     todo, n = [(v, 0, None)], 1
@@ -359,13 +368,14 @@ def process_logits(logits, params, prompt_ids, output_ids, eos_token_ids=(),
         x = apply_min_p(x, row(lambda p: 0.0 if p.greedy else p.min_p))
     return x
 
-# %% ../nbs/07_sampling.ipynb #b52f10a9
+# %% ../nbs/07_sampling.ipynb #6e1dd4ec
 _M32 = 0xFFFFFFFF
 
 def _mul32(x, c):
     "`x * c mod 2**32` for 32-bit `x` (a Python int or an int64 tensor), without overflowing 63 bits."
     return ((((x >> 16) * c & 0xFFFF) << 16) + (x & 0xFFFF) * c) & _M32
 
+# %% ../nbs/07_sampling.ipynb #84e0c75c
 def _mix32(x):
     "lowbias32: a bijective 32-bit hash with good avalanche."
     x = x ^ (x >> 16)
@@ -437,11 +447,12 @@ def compute_logprobs(logits, params, tokens):
         out[i] = (chosen[j], dict(zip(top_i[j][:m], top_v[j][:m])))
     return out
 
-# %% ../nbs/07_sampling.ipynb #36f3ab5e
+# %% ../nbs/07_sampling.ipynb #036e42c6
 def penalised(p) -> bool:
     "Does the row apply a repetition, presence or frequency penalty?"
     return p.repetition_penalty != 1 or p.presence_penalty != 0 or p.frequency_penalty != 0
 
+# %% ../nbs/07_sampling.ipynb #def06135
 def on_device(p, out,
               structured: bool = False) -> bool:   # may it have a structured output (a mask from the host)?
     """A row the device can choose given its history's counts: no logprobs, no logit bias, allowed list,
@@ -450,29 +461,34 @@ def on_device(p, out,
             and p.bad_words_token_ids is None and (structured or p.structured_outputs is None)
             and len(out) >= p.min_tokens)
 
+# %% ../nbs/07_sampling.ipynb #44389c58
 def simple(p, out) -> bool:
     "A row that needs nothing of its history: on the device and no penalty."
     return on_device(p, out) and not penalised(p)
 
+# %% ../nbs/07_sampling.ipynb #ee67df4e
 def plain_greedy(p, out) -> bool:
     "A simple greedy row: the argmax of its raw logits."
     return p.greedy and simple(p, out)
 
+# %% ../nbs/07_sampling.ipynb #4ae27551
 def needs_sort(p) -> bool:
     "Does a sampled row keep only its top-k or top-p tokens? (Those are found in sorted logits.)"
     return not p.greedy and (p.top_k > 0 or p.top_p < 1)
 
+# %% ../nbs/07_sampling.ipynb #f121cd2f
 def in_kernel(p, out) -> bool:
     "A simple row that needs no sort: what one pass of a sampling kernel chooses alone."
     return simple(p, out) and not needs_sort(p)
 
-# %% ../nbs/07_sampling.ipynb #788ca4c6
+# %% ../nbs/07_sampling.ipynb #9636d710
 def upload(values, dtype, device) -> torch.Tensor:
     "A host list as a tensor on `device`, copied without waiting for the device (through pinned memory on CUDA)."
     t = torch.tensor(values, dtype=dtype, device='cpu')          # the host, whatever the default device
     if torch.device(device).type == 'cuda': t = t.pin_memory()
     return t.to(device, non_blocking=True)
 
+# %% ../nbs/07_sampling.ipynb #b06de2fd
 def sampling_rows(params, keys) -> list:
     """`[6, B]` int32 lists: temperature (0: greedy) and min_p as float32 bits, 1 where a row has a key,
     the key, top_k, and top_p as float32 bits."""

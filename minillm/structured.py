@@ -119,7 +119,7 @@ def escape(self: RegexParser):
     if c.isalnum(): self.error(f"\\{c} (a backreference or an anchor) is not supported")
     return lit(c)
 
-# %% ../nbs/07a_structured.ipynb #e03772c2
+# %% ../nbs/07a_structured.ipynb #cd7842d6
 def _complement(ranges) -> list:
     out, lo = [], 0
     for a, b in sorted(ranges):
@@ -127,6 +127,7 @@ def _complement(ranges) -> list:
         lo = max(lo, b + 1)
     return out + ([(lo, 0x10FFFF)] if lo <= 0x10FFFF else [])
 
+# %% ../nbs/07a_structured.ipynb #8409a33b
 @patch
 def member(self: RegexParser) -> list:
     "The ranges of one member of a class."
@@ -135,6 +136,7 @@ def member(self: RegexParser) -> list:
     _, ranges, neg = self.escape()
     return _complement(ranges) if neg else list(ranges)
 
+# %% ../nbs/07a_structured.ipynb #c41fe9db
 @patch
 def cls(self: RegexParser):
     neg = self.peek() == '^'
@@ -154,13 +156,14 @@ def cls(self: RegexParser):
     self.take()
     return chars(ranges, neg)
 
+# %% ../nbs/07a_structured.ipynb #5467193f
 def parse_regex(pattern: str) -> tuple:
     "The syntax tree of a regular expression."
     if not isinstance(pattern, str): raise ValueError(f"regex must be a string, got {brief(pattern)}")
     try: return RegexParser(pattern).parse()
     except RecursionError: raise ValueError(f"regex {brief(pattern)}: nested too deeply") from None
 
-# %% ../nbs/07a_structured.ipynb #66ca8634
+# %% ../nbs/07a_structured.ipynb #29d32556
 def _utf8(lo: int, hi: int) -> list:
     "The code points lo..hi as sequences of byte ranges, `[((lo0, hi0), (lo1, hi1), ...), ...]`."
     for bound in (0x7F, 0x7FF, 0xFFFF):                        # one encoded length per run
@@ -173,6 +176,7 @@ def _utf8(lo: int, hi: int) -> list:
             if hi & m != m: return _utf8(lo, (hi & ~m) - 1) + _utf8(hi & ~m, hi)
     return [tuple(zip(chr(lo).encode(), chr(hi).encode()))]
 
+# %% ../nbs/07a_structured.ipynb #53049088
 def utf8_sequences(ranges, neg=False) -> list:
     "The byte-range sequences of a character set (surrogates, which UTF-8 never encodes, left out)."
     cps = _complement(_complement(ranges) + [(0xD800, 0xDFFF)]) if not neg else \
@@ -306,13 +310,14 @@ def trim(table: np.ndarray, accepting: np.ndarray) -> tuple:
     to[~live] = 0                                              # into a state with no way out: dead
     return to[table[keep]], accepting[keep]
 
-# %% ../nbs/07a_structured.ipynb #4d74be58
+# %% ../nbs/07a_structured.ipynb #fc13b87e
 def _byte_alphabet() -> dict:
     "GPT-2's byte-level alphabet read back: the character each byte is written as -> the byte."
     shown = [*range(33, 127), *range(161, 173), *range(174, 256)]         # bytes written as themselves
     hidden = [b for b in range(256) if b not in shown]                     # the rest, as chr(256 + k)
     return {chr(b): b for b in shown} | {chr(256 + k): b for k, b in enumerate(hidden)}
 
+# %% ../nbs/07a_structured.ipynb #5b052fe9
 def token_bytes(tok) -> list:
     "Each token id's bytes; None for special and added tokens (and any a byte-level BPE cannot read back)."
     if isinstance(tok, QwenTiktokenizer):
@@ -349,13 +354,14 @@ class Vocab:
         # the children of node j of level p: nodes kids[p][j] to kids[p][j + 1] - 1 of level p + 1
         self.kids = [np.searchsorted(par, np.arange(len(b) + 1)) for par, b in zip(self.parent, self.bytes)]
 
-# %% ../nbs/07a_structured.ipynb #3c3e1429
+# %% ../nbs/07a_structured.ipynb #57cf873c
 class Automaton(NamedTuple):
     "A constraint's DFA over bytes, apart from any vocabulary."
     byte_class: np.ndarray   # [256]: each byte's class
     table: np.ndarray        # [states, classes]: the next state (0 dead, 1 start)
     accepting: np.ndarray    # [states]: may the text end here?
 
+# %% ../nbs/07a_structured.ipynb #b551d8f3
 def automaton(node,
               empty: bool = False) -> Automaton:   # may it match no text (a part of a larger constraint)?
     "The trimmed DFA of a syntax tree; a ValueError where it matches no text."
@@ -408,7 +414,7 @@ def walk(self: TokenDFA, s: int) -> np.ndarray:
         out[end] = cur[node]
     return out
 
-# %% ../nbs/07a_structured.ipynb #2c90a384
+# %% ../nbs/07a_structured.ipynb #6c432438
 @patch
 def mask(self: TokenDFA, s: int) -> np.ndarray:
     "The tokens that state `s` allows, a bit each: token t is bit t % 8 of byte t // 8 (`unpack_mask` reads it)."
@@ -423,6 +429,7 @@ def mask(self: TokenDFA, s: int) -> np.ndarray:
     self.masks[s] = m                                          # the most recent last
     return m
 
+# %% ../nbs/07a_structured.ipynb #f6514aaf
 def unpack_mask(bits, size: int) -> torch.Tensor:
     "`[..., size]` bool from masks of a bit a token (`[..., ceil(size / 8)]` uint8, an array or a tensor)."
     bits = torch.as_tensor(bits)
@@ -477,9 +484,10 @@ INTEGER = seq(opt(lit('-')), alt(lit('0'), seq(chars([(49, 57)]), rep(_DIGIT))))
 NUMBER = seq(INTEGER, opt(seq(lit('.'), rep(_DIGIT, 1))),
              opt(seq(chars([(69, 69), (101, 101)]), opt(chars([(43, 43), (45, 45)])), rep(_DIGIT, 1))))
 
-# %% ../nbs/07a_structured.ipynb #174d1bac
+# %% ../nbs/07a_structured.ipynb #fad7c75f
 JSON_DEPTH = 4
 
+# %% ../nbs/07a_structured.ipynb #66cf2294
 def _list(item, lo=0, hi=None):
     "A JSON array of `lo` to `hi` items."
     by = seq(lit(','), WS)
@@ -489,10 +497,12 @@ def _list(item, lo=0, hi=None):
         body = seq(item, more) if lo else opt(seq(item, more)) if hi else seq()
     return seq(lit('['), body, lit(']'))
 
+# %% ../nbs/07a_structured.ipynb #31d5e73a
 def _object(value):
     "A JSON object of any keys, each value a `value`."
     return seq(lit('{'), opt(sep(seq(STRING, lit(':'), WS, value), seq(lit(','), WS))), lit('}'))
 
+# %% ../nbs/07a_structured.ipynb #ff447106
 def any_json(depth: int = JSON_DEPTH, kinds=('object', 'array', 'string', 'number', 'literal')):
     "Any JSON value of `kinds`, nested at most `depth` deep."
     inner = any_json(depth - 1) if depth else None
@@ -517,10 +527,12 @@ FORMATS = {'date': r'\d{4}-\d{2}-\d{2}', 'time': r'\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[
            'hostname': rf'{_LABEL}(\.{_LABEL})*', 'email': rf'{_ATOM}(\.{_ATOM})*@{_LABEL}(\.{_LABEL})+',
            'uri': rf'[A-Za-z][A-Za-z0-9+.\-]*:({_PCHAR})*(\?({_PCHAR}|\?)*)?(#({_PCHAR}|\?)*)?'}
 
-# %% ../nbs/07a_structured.ipynb #10bf1455
+# %% ../nbs/07a_structured.ipynb #e65856aa
 UNSUPPORTED = ('not', 'if', 'then', 'else', 'patternProperties', 'prefixItems', 'dependentSchemas', 'contains',
                'minimum', 'maximum', 'exclusiveMinimum', 'exclusiveMaximum', 'multipleOf', 'uniqueItems',
                'minProperties', 'maxProperties', 'propertyNames')
+
+# %% ../nbs/07a_structured.ipynb #971da7a9
 _UNSAFE = [(0, 31), (34, 34), (92, 92)]   # characters a JSON string holds only escaped
 
 def _in_string(node):
@@ -532,8 +544,11 @@ def _in_string(node):
     if kind in ('seq', 'alt'): return (kind, tuple(map(_in_string, node[1])))
     if kind == 'sep': return ('sep', _in_string(node[1]), _in_string(node[2]))
     return ('rep', _in_string(node[1]), *node[2:])
+
+# %% ../nbs/07a_structured.ipynb #6399a58f
 _dump = lambda v: lit(json.dumps(v, ensure_ascii=False))
 
+# %% ../nbs/07a_structured.ipynb #b97acd7e
 def _ref(root, ref):
     if not (isinstance(ref, str) and ref.startswith('#/')):
         raise ValueError(f"json schema: only local $refs ('#/...') are supported, got {brief(ref)}")
@@ -547,6 +562,7 @@ def _ref(root, ref):
         raise ValueError(f"json schema: $ref {brief(ref)} points to {brief(target)}, not a schema object")
     return target
 
+# %% ../nbs/07a_structured.ipynb #587d33a4
 def _top(f, schema):
     "`f(schema, schema)` at a schema's root: `schema` checked to be JSON first, a RecursionError a ValueError."
     check_json(schema, 'json schema')
@@ -614,7 +630,7 @@ def build_both(self: NFA, node, s: int) -> int:
             for r in rs: self.moves[at[p, q]].append((self.matchers.setdefault(r, len(self.matchers)), at[t]))
     return e
 
-# %% ../nbs/07a_structured.ipynb #971f520d
+# %% ../nbs/07a_structured.ipynb #dd485132
 def _span(node) -> tuple:
     "The fewest and the most characters of a regex tree's texts (the most None: no limit)."
     kind, *rest = node
@@ -627,6 +643,7 @@ def _span(node) -> tuple:
     if kind == 'alt': return min(a for a, _ in spans), None if None in his else max(his)
     return sum(a for a, _ in spans), None if None in his else sum(his)
 
+# %% ../nbs/07a_structured.ipynb #e2900afc
 def _string(schema: dict) -> tuple:
     "The characters between a string's quotes: its pattern, its format and its length, those that are given."
     lo, hi = _bounds(schema, 'Length')
@@ -685,19 +702,22 @@ def inline_refs(schema, root=None, depth: int = 0):
     return {k: v if k in ('$defs', 'definitions', 'enum', 'const') else inline_refs(v, root, depth + 1)
             for k, v in schema.items()}
 
-# %% ../nbs/07a_structured.ipynb #4bf5d1f4
+# %% ../nbs/07a_structured.ipynb #ff35c031
 def choice_node(choices) -> tuple:
     if not isinstance(choices, (list, tuple)) or not choices or not all(isinstance(c, str) and c for c in choices):
         raise ValueError(f"choice must be a non-empty list of non-empty strings, got {brief(choices)}")
     return alt(*map(lit, choices))
 
+# %% ../nbs/07a_structured.ipynb #5536ba7c
 def constraint_node(spec: dict) -> tuple:
     "The syntax tree of `structured_outputs`: `{'json': schema}`, `{'regex': ...}`, `{'choice': [...]}` or `json_object`."
     try: return _constraint_node(spec)
     except RecursionError: raise ValueError(f"{next(iter(spec))}: nested too deeply") from None
 
+# %% ../nbs/07a_structured.ipynb #09c34d16
 def _finite(c): raise ValueError(f"json: the schema is not valid JSON ({c} is not a JSON number)")
 
+# %% ../nbs/07a_structured.ipynb #f0b46075
 def _constraint_node(spec: dict) -> tuple:
     if not (isinstance(spec, dict) and len(spec) == 1):
         raise ValueError("must name one kind: {'json': schema}, {'regex': ...}, {'choice': [...]} or "
@@ -714,7 +734,7 @@ def _constraint_node(spec: dict) -> tuple:
         except json.JSONDecodeError as e: raise ValueError(f"json: the schema is not valid JSON ({e})") from None
     return schema_node(v)
 
-# %% ../nbs/07a_structured.ipynb #ce462a3c
+# %% ../nbs/07a_structured.ipynb #15be506c
 @functools.lru_cache(16)
 def _compiled(key: str) -> Automaton | str:        # the automaton, or why there is none (kept too)
     try: return automaton(constraint_node(json.loads(key)))
@@ -722,6 +742,7 @@ def _compiled(key: str) -> Automaton | str:        # the automaton, or why there
     except TypeError as e: return f"json schema: a value of the wrong type ({e})"   # say, "maxItems": "a"
     except ValueError as e: return str(e)
 
+# %% ../nbs/07a_structured.ipynb #37594f0f
 def compile_constraint(spec: dict) -> Automaton:
     "The `Automaton` of a `structured_outputs` spec (the last 16 kept); a ValueError says why it has none."
     check_json(spec, 'structured_outputs')      # before anything recursive reads it
