@@ -184,7 +184,7 @@ class SamplingParams:
     include_stop_str_in_output: bool = False  # keep the stop string (or stop token's text) in the text
     # keep only the prompt's last k tokens; -1: the last max_model_len; None: the whole prompt
     truncate_prompt_tokens: int | None = None
-    bad_words: list | None = None     # words never generated (the engine adds their tokens below)
+    bad_words: list | None = None     # words never generated (the engine adds their token ids to the next field)
     # token sequences never generated: a sequence's last token is masked where the output ends with the rest
     bad_words_token_ids: list | None = None
     # the text follows a JSON schema, a regex or a choice: {'json': schema}, {'regex': ...}, {'choice': [...]}
