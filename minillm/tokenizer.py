@@ -66,14 +66,17 @@ class HFTokenizer:
 # %% ../nbs/03_tokenizer.ipynb #ccc25d22
 @patch
 def encode(self: HFTokenizer, text: str) -> list[int]:
+    "The ids of `text`, with no special tokens added (a chat template writes its own)."
     return self.tok.encode(text, add_special_tokens=False)
 @patch
 def decode(self: HFTokenizer, ids, skip_special_tokens: bool = False) -> str:
+    "The text of `ids`."
     return self.tok.decode(list(ids), skip_special_tokens=skip_special_tokens)
 
 # %% ../nbs/03_tokenizer.ipynb #223f9ebc
 @patch
 def render_chat(self: HFTokenizer, template, messages, add_generation_prompt, **kwargs) -> str:
+    "`messages` laid out by `template` (None: the tokenizer's own), through `transformers`' chat templating."
     return self.tok.apply_chat_template(messages, chat_template=template, tokenize=False,
                                         add_generation_prompt=add_generation_prompt, **kwargs)
 
