@@ -8,12 +8,15 @@ run under `torch.cuda.set_sync_debug_mode('warn')` counts, by line, the calls at
 and one more, unprofiled, times the host in each engine step (prompt steps and decode steps apart) and, of that, the
 wait for a step's tokens: a host that is busy the whole step long is what the GPU waits for.
 
+With `--workload=nanovllm` (or `nanovllm-greedy`) the profile is of nano-vllm's benchmark workload (256 requests of 100
+to 1,024 prompt tokens and as many outputs; sampled at temperature 0.6, or greedy) instead of 256 x 256 -> 128.
+
 With `--max-batched=8192,16384`: one engine per value of `max_num_batched_tokens` (the most tokens a step), each timed
 without the profiler (the median of three runs, the engines taking turns twice) on this workload and on nano-vllm's
 greedy one, and the first profiled as above: bigger prompt steps give the GPU more work per step the host prepares.
 
 Run from the repository root:  PYTHONPATH=.:benchmarks python3 benchmarks/gpu_gaps_gpu.py [--max-batched=N,...]
-    [--smoke]
+    [--workload=batch|nanovllm|nanovllm-greedy] [--smoke]
 --smoke runs the tiny model on the CPU (no GPU kernels: the gaps are empty), to check the script. Writes
 gpu_gaps_gpu.json to $OUT if set, else to benchmarks/results/.
 """
@@ -32,6 +35,9 @@ R = dict(argv=sys.argv, errors={}, timed={})
 save = saver(R, 'gpu_gaps_gpu')
 B, P, N = (4, 16, 4) if SMOKE else (256, 256, 128)
 DEV = 'cpu' if SMOKE else 'cuda'
+WORKLOAD = next((a.split('=', 1)[1] for a in sys.argv[1:] if a.startswith('--workload=')), 'batch')
+if WORKLOAD not in ('batch', 'nanovllm', 'nanovllm-greedy'):
+    sys.exit(f"--workload must be batch, nanovllm or nanovllm-greedy, got {WORKLOAD!r}")
 SIZES = next(([int(v) for v in a.split('=', 1)[1].split(',')] for a in sys.argv[1:]
               if a.startswith('--max-batched=')), None)
 
@@ -129,15 +135,18 @@ def host(llm, ps, sps, key):
         f"{k}: {a['steps']} steps, host {a['host_ms']:.1f} ms of which waiting for tokens {a['waiting_ms']:.1f}"
         for k, a in acc.items()))
 
+def nanovllm(t: float) -> tuple:
+    "nano-vllm's workload at temperature `t` (fresh ids of its lengths; tiny with --smoke): (name, prompts, params)."
+    spec = nanovllm_workload(temperature=t) | (dict(num_requests=4, lo=4, hi=16) if SMOKE else {})
+    prompts, outs = make_requests(spec, variant=1)
+    return (f"nanovllm {'greedy' if t == 0 else f'temperature {t}'}", prompts,
+            [SamplingParams(temperature=t, max_tokens=n, ignore_eos=True) for n in outs])
+
 def workloads():
     "(name, prompts, sampling params): 256 x 256 -> 128 greedy, and nano-vllm's workload greedy."
     ps = torch.randint(0, 151643, (B, P), generator=torch.Generator().manual_seed(0)).tolist()
     runs = [(f'{B} x {P} -> {N}', ps, [SamplingParams(temperature=0, max_tokens=N, ignore_eos=True)] * B)]
-    if not SMOKE:
-        prompts, outs = make_requests(nanovllm_workload(temperature=0.0), variant=1)   # not cached by variant 0
-        runs.append(('nanovllm greedy', prompts,
-                     [SamplingParams(temperature=0, max_tokens=n, ignore_eos=True) for n in outs]))
-    return runs
+    return runs + [nanovllm(0.0)]
 
 def engine(ck, size=None):
     kw = {} if size is None else dict(max_num_batched_tokens=size)
@@ -148,11 +157,12 @@ def run():
     runs = workloads()
     if SIZES is None:                                         # the defaults: the gaps of 256 x 256 -> 128
         llm = engine(ck)
-        name, ps, sps = runs[0]
+        name, ps, sps = {'batch': runs[0], 'nanovllm': nanovllm(0.6), 'nanovllm-greedy': runs[1]}[WORKLOAD]
         llm.generate(ps, sps, use_tqdm=False)                                # warm-up at the timed shapes
-        gaps(llm, ps, sps, 'profile')
-        syncs(llm, ps, sps, 'profile')
-        host(llm, ps, sps, 'profile')
+        key = 'profile' if WORKLOAD == 'batch' else f'profile {name}'
+        gaps(llm, ps, sps, key)
+        syncs(llm, ps, sps, key)
+        host(llm, ps, sps, key)
         return
     for turn in range(2):                                     # the engines taking turns, each built afresh
         for size in SIZES:
