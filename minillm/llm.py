@@ -51,11 +51,13 @@ def close(self: LLM):
         if self.engine is not None: self.engine.close()
         self.engine = None
 
+# %% ../nbs/09a_llm.ipynb #6d64f4b8
 @patch
 def _engine(self: LLM) -> LLMEngine:
     if self.engine is None: raise RuntimeError("this LLM is closed")
     return self.engine
 
+# %% ../nbs/09a_llm.ipynb #6ea29f9e
 @patch
 def reset_prefix_cache(self: LLM) -> int:
     "Empty the engine's prefix cache (e.g. between benchmark runs); the number of blocks it forgot."
@@ -74,6 +76,7 @@ def _unwrap(p):
         raise ValueError(f"a prompt dict's {k!r} must be {want}, got {brief(v)}")
     return v
 
+# %% ../nbs/09a_llm.ipynb #2d1d1de4
 def normalize_prompts(prompts, sampling_params):
     "(list of prompts, list of SamplingParams); one prompt may be a str, a list of token ids or a prompt dict."
     if isinstance(prompts, (str, dict)) or (is_token_ids(prompts) and bool(prompts)): prompts = [prompts]
@@ -112,6 +115,7 @@ def _precompiled(sp):
     try: return spec and compile_constraint(spec)
     except ValueError as e: return e
 
+# %% ../nbs/09a_llm.ipynb #a5486f50
 @patch
 def _submit(self: LLM, prompts, params, stream: bool) -> list:
     "Add each prompt to the engine: per prompt its request id and, if the engine refused it, its error."

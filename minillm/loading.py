@@ -144,6 +144,7 @@ def resolve_device(device) -> torch.device:
 # %% ../nbs/04_loading.ipynb #697bd972
 QUANTIZATIONS = {}   # name -> quantize(model) in place; the int8 chapter registers 'int8'
 
+# %% ../nbs/04_loading.ipynb #50341699
 @torch.no_grad()
 def load_model(path_or_repo_id=DEFAULT_MODEL, dtype='auto', device=None,
                quantization=None) -> QwenForCausalLM:

@@ -33,6 +33,7 @@ def _check_int(name, v, lo, hi=None):
         raise ValueError(f"{name} must be an int in [{lo}, {'inf' if hi is None else hi}], "
                          f"got {v!r}")
 
+# %% ../nbs/06_paged.ipynb #8e78c83a
 def _check_tokens(token_ids):
     if not isinstance(token_ids, (list, tuple)):
         raise TypeError(f"token_ids must be a list or tuple of ints, got {type(token_ids).__name__}")
@@ -64,10 +65,16 @@ class BlockManager:
 def num_free_blocks(self: BlockManager) -> int:
     "Blocks allocatable now: free plus evictable."
     return len(self._free) + len(self._evictable)
+
+# %% ../nbs/06_paged.ipynb #d0c04411
 @patch(as_prop=True)
 def num_used_blocks(self: BlockManager) -> int: return self.num_blocks - self.num_free_blocks
+
+# %% ../nbs/06_paged.ipynb #d386ebf5
 @patch(as_prop=True)
 def num_cached_blocks(self: BlockManager) -> int: return len(self._hash_to_block)
+
+# %% ../nbs/06_paged.ipynb #63df99dc
 @patch
 def all_free(self: BlockManager) -> bool:
     "No block in use and no sequence holding a table (leak check)."
@@ -80,16 +87,23 @@ def _table(self: BlockManager, seq_id):
         raise ValueError(f"unknown seq_id {seq_id!r}: allocate it first (or it was freed)")
     return self._tables[seq_id]
 
+# %% ../nbs/06_paged.ipynb #40a89659
 @patch
 def __contains__(self: BlockManager, seq_id): return seq_id in self._tables
+
+# %% ../nbs/06_paged.ipynb #d56a644a
 @patch
 def block_table(self: BlockManager, seq_id) -> list[int]: return list(self._table(seq_id))
+
+# %% ../nbs/06_paged.ipynb #d046e6c3
 @patch
 def tables(self: BlockManager, seq_ids) -> list:
     "The block tables of `seq_ids` as held, not copied: to read at once (a step packs them)."
     try: return [self._tables[i] for i in seq_ids]
     except KeyError as e:
         raise ValueError(f"unknown seq_id {e.args[0]!r}: allocate it first (or it was freed)") from None
+
+# %% ../nbs/06_paged.ipynb #c9b8be8e
 @patch
 def num_cached_tokens(self: BlockManager, seq_id) -> int:
     "Tokens of `seq_id` covered by prefix-cache hits at its first allocation."
@@ -121,6 +135,7 @@ def _match(self: BlockManager, token_ids):
         h, rid = nh, self._reg_id[b]
     return hits, h, rid
 
+# %% ../nbs/06_paged.ipynb #fa11d276
 @patch
 def match_prefix(self: BlockManager, token_ids) -> int:
     "Tokens of `token_ids` that prefix-cache hits would cover now (a multiple of block_size); changes nothing."
@@ -204,6 +219,7 @@ def free(self: BlockManager, seq_id):
             else: self._evictable[b] = None
     del self._tables[seq_id], self._num_cached[seq_id], self._chain[seq_id]
 
+# %% ../nbs/06_paged.ipynb #11ad4a73
 @patch
 def _uncache(self: BlockManager, b):
     "Drop block `b` from the prefix cache (back to the free list if nobody holds it)."
