@@ -7,6 +7,12 @@ from __future__ import annotations
 import contextlib, functools, os, sys, warnings
 import torch
 
+# %% auto #0
+__all__ = ['USE_PDL', 'LONG_CONTEXT', 'use_interpreter', 'interpreting', 'pdl_options', 'pdl', 'store_kv', 'num_sms',
+           'decode_config', 'check_config', 'decode_splits', 'paged_decode', 'prefill_config', 'paged_prefill',
+           'paged_attention', 'unsupported', 'triton_plugin']
+
+# %% ../../nbs/10_triton_attention.ipynb #a872ada1
 def use_interpreter() -> bool:
     "Without CUDA, run Triton kernels in Triton's interpreter, whatever imported triton first; True if so."
     if torch.cuda.is_available() or os.environ.get('TRITON_INTERPRET') == '0': return False
@@ -30,19 +36,16 @@ def use_interpreter() -> bool:
             setattr(tl.tensor, k, lambda *a, _f=interp(v), **kw: _f(*a, **kw))
     return True
 
+# %% ../../nbs/10_triton_attention.ipynb #278a4744
 def interpreting() -> bool:
     "Whether Triton's kernels run in its interpreter (`TRITON_INTERPRET=1`), so on CPU tensors."
     return os.environ.get('TRITON_INTERPRET') == '1'
 
+# %% ../../nbs/10_triton_attention.ipynb #5c4906f1
 use_interpreter()
 import triton
 import triton.language as tl
 from ..engine import PLUGINS
-
-# %% auto #0
-__all__ = ['USE_PDL', 'LONG_CONTEXT', 'use_interpreter', 'interpreting', 'pdl_options', 'pdl', 'store_kv', 'num_sms',
-           'decode_config', 'check_config', 'decode_splits', 'paged_decode', 'prefill_config', 'paged_prefill',
-           'paged_attention', 'unsupported', 'triton_plugin']
 
 # %% ../../nbs/10_triton_attention.ipynb #11401de6
 _FLOATS = (torch.float16, torch.bfloat16, torch.float32)
@@ -114,6 +117,7 @@ except ImportError:
 # set 0 (or this to False) to launch plainly
 USE_PDL = os.environ.get('MINILLM_PDL', '1') != '0'
 
+# %% ../../nbs/10_triton_attention.ipynb #a709eca0
 # asked on every launch: cached
 @functools.lru_cache(None)
 def _capability(device): return torch.cuda.get_device_capability(device)
@@ -123,6 +127,7 @@ def pdl_options(t: torch.Tensor) -> dict:
     on = USE_PDL and gdc_wait is not None and t.is_cuda and _capability(t.device) >= (9, 0)
     return dict(PDL=True, launch_pdl=True) if on else dict(PDL=False)
 
+# %% ../../nbs/10_triton_attention.ipynb #80a62640
 @triton.jit
 def _pdl_start(PDL: tl.constexpr):
     "Let the next kernel launch now; wait until the previous kernel's writes are visible."
@@ -196,6 +201,7 @@ def _tile(k_ptr, v_ptr, bt_ptr, start, hi, s_kb, s_kt, s_vb, s_vt, BS: tl.conste
         v = tl.load(v_ptr + blk[:, None] * s_vb + off[:, None] * s_vt + offs_d[None, :])
     return kv, k, v
 
+# %% ../../nbs/10_triton_attention.ipynb #b56a5079
 @triton.jit
 def _online(acc, m_i, l_i, q, kv, k, v, pos, hi, qk_scale, MASKED: tl.constexpr,
             PREC: tl.constexpr):
@@ -210,6 +216,7 @@ def _online(acc, m_i, l_i, q, kv, k, v, pos, hi, qk_scale, MASKED: tl.constexpr,
     acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None], input_precision=PREC)
     return acc, m_new, l_i
 
+# %% ../../nbs/10_triton_attention.ipynb #864d20ed
 @triton.jit
 def _attend(acc, m_i, l_i, q, pos, k_ptr, v_ptr, bt_ptr, lo, hi, qk_scale, s_kb, s_kt, s_vb, s_vt,
             BS: tl.constexpr, BLOCK_N: tl.constexpr, D: tl.constexpr, MASKED: tl.constexpr,
@@ -326,6 +333,7 @@ def _combine_kernel(po_ptr, plse_ptr, out_ptr, s_os, s_oh,
 def num_sms(device):
     return torch.cuda.get_device_properties(device).multi_processor_count if device.type == 'cuda' else 4
 
+# %% ../../nbs/10_triton_attention.ipynb #748d7096
 def decode_config(q):
     "Tile size, warps and pipeline depth of the decode kernel for `q`'s device, dtype and head_dim."
     if q.device.type != 'cuda': return dict(block_n=32, num_warps=4, num_stages=1)
@@ -334,6 +342,7 @@ def decode_config(q):
     # 16 KB K tiles
     return dict(block_n=max(16, min(128, 8192 // q.shape[-1])), num_warps=4, num_stages=2)
 
+# %% ../../nbs/10_triton_attention.ipynb #dde26626
 def check_config(config, default: dict) -> dict:
     """A kernel's tiles `config` (None: `default`), checked:
     `default`'s keys, tiles of 16 or more and warps powers of two."""
@@ -363,7 +372,7 @@ def _check_new(k, v, slot_mapping, s, hkv, d, dtype, device):
     for name, t in (('k', k), ('v', v), ('slot_mapping', slot_mapping)):
         if t.device != device: raise ValueError(f"{name} is on {t.device}, expected {device}")
 
-# %% ../../nbs/10_triton_attention.ipynb #573aec1a
+# %% ../../nbs/10_triton_attention.ipynb #df3806b2
 LONG_CONTEXT = 1024   # mean keys a sequence from which a decode step splits for more programs
 
 def decode_splits(num_seqs: int, num_kv_heads: int, device, context: int = 0) -> int:
@@ -373,6 +382,7 @@ def decode_splits(num_seqs: int, num_kv_heads: int, device, context: int = 0) ->
     n = max(1, min(16, triton.cdiv(2 * sms, programs)))
     return max(n, 2) if context >= LONG_CONTEXT and programs < 10 * sms else n
 
+# %% ../../nbs/10_triton_attention.ipynb #573aec1a
 def _split_partials(num_splits, out, hkv: int):
     "Splits per KV head (checked; None: `decode_splits`' count for short contexts) and the fp32 partials they write."
     s, hq, d = out.shape
@@ -543,6 +553,7 @@ def unsupported(model) -> str | None:
         return (f"the Triton kernels need a head_dim that is a power of two in [16, 256]; "
                 f"this model's is {d}")
 
+# %% ../../nbs/10_triton_attention.ipynb #77ffd848
 def triton_plugin(engine):
     "Engine plugin: this chapter's kernels attend when `attention_backend` resolves to 'triton'."
     if engine.attention_backend != 'triton': return

@@ -155,6 +155,7 @@ def _silu_mul_kernel(x_ptr, out_ptr, s_x, s_o, I, BLOCK: tl.constexpr, PDL: tl.c
     s = (gf / (1.0 + tl.exp(-gf))).to(g.dtype).to(tl.float32)     # silu, rounded as F.silu's output
     tl.store(out_ptr + row * s_o + col, (s * u.to(tl.float32)).to(g.dtype), mask=m)
 
+# %% ../../nbs/10a_fused_ops.ipynb #6ea9695a
 def silu_mul(gate_up):
     "`silu(gate) * up` for `gate_up` `[..., 2I]` (gate first); returns `[..., I]`."
     if gate_up.shape[-1] % 2:
@@ -290,6 +291,7 @@ def _sample_chunk(B: int, V: int, device) -> int:
     while chunk % 2048 == 0 and B * triton.cdiv(V, chunk) < 2 * num_sms(device): chunk //= 2
     return chunk
 
+# %% ../../nbs/10a_fused_ops.ipynb #c8189473
 def sample_packed(logits, rows, base, out):
     """Tokens `out` `[B]` of `logits` `[B, V]`, each row sampled as `rows` says (`sampling_rows`'
     `[6, B]`); `base` `[1]` int32: the step's random number."""
@@ -307,6 +309,7 @@ def sample_packed(logits, rows, base, out):
     _chunk_pick_kernel[(B,)](part[1], idx, out, C=C, CP=CP, **pdl)
     return out
 
+# %% ../../nbs/10a_fused_ops.ipynb #63c7e201
 def sample_fused(logits, params, keys, generator=None, out=None):
     "`sample_simple` in three launches (rows that ask for top-k or top-p: `sample_simple`)."
     if any(map(needs_sort, params)): return sample_simple(logits, params, keys, generator, out)
