@@ -62,6 +62,7 @@ def _check_rows(name, t, ndim):
 
 # %% ../../nbs/10_triton_attention.ipynb #d0e6d239
 def _check_int(name, t, shape, dtypes=(torch.int32, torch.int64)):
+    "`t` is an integer tensor of `shape`, contiguous in its last dim."
     _check_rows(name, t, len(shape))
     if t.dtype not in dtypes:
         raise TypeError(f"{name} must be {' or '.join(map(str, dtypes))}, got {t.dtype}")
@@ -331,6 +332,7 @@ def _combine_kernel(po_ptr, plse_ptr, out_ptr, s_os, s_oh,
 # %% ../../nbs/10_triton_attention.ipynb #42790899
 @functools.lru_cache(None)
 def num_sms(device):
+    "Multiprocessors of `device` (a CPU, for the interpreter's split rule, counts as 4)."
     return torch.cuda.get_device_properties(device).multi_processor_count if device.type == 'cuda' else 4
 
 # %% ../../nbs/10_triton_attention.ipynb #748d7096

@@ -311,7 +311,7 @@ def sample_packed(logits, rows, base, out):
 
 # %% ../../nbs/10a_fused_ops.ipynb #63c7e201
 def sample_fused(logits, params, keys, generator=None, out=None):
-    "`sample_simple` in three launches (rows that ask for top-k or top-p: `sample_simple`)."
+    "`sample_simple` in three launches (a batch in which a row asks for top-k or top-p: `sample_simple` itself)."
     if any(map(needs_sort, params)): return sample_simple(logits, params, keys, generator, out)
     B, dev = logits.shape[0], logits.device
     out = torch.empty(B, dtype=torch.long, device=dev) if out is None else out
