@@ -55,7 +55,7 @@ class GraphBank:
         # the shared stream's random number, one more each step
         self.base = torch.full((1,), seed % 2**31, dtype=torch.int32, device=dev)
 
-# %% ../nbs/11_cuda_graphs.ipynb #034203e8
+# %% ../nbs/11_cuda_graphs.ipynb #7895f10f
 @patch
 def _step(self: GraphBank, forward, batch):
     "What a graph holds: the step's logits and, if it `samples`, its rows' tokens in `sampled`."
@@ -65,18 +65,20 @@ def _step(self: GraphBank, forward, batch):
         self.base.add_(1)
     return logits
 
+# %% ../nbs/11_cuda_graphs.ipynb #fc926441
 @patch
 def samples(self: GraphBank, batch) -> bool:
     "Does running `batch` leave its rows' tokens in `sampled`? (Not for verify steps.)"
     return self.sampler is not None and batch.padded and batch.kind != 'verify'
 
-# %% ../nbs/11_cuda_graphs.ipynb #c09e8f6f
+# %% ../nbs/11_cuda_graphs.ipynb #c40a0cf5
 @patch
 def _pad(self: GraphBank, kind: str, b: int) -> tuple:
     "(sequences, tokens, sample rows) of the `kind` graph of bucket `b`."
     S, T = self.seqs[kind], self.tokens[kind]
     return (S, b, S) if kind in BY_TOKENS else (b, b * T, b * T)
 
+# %% ../nbs/11_cuda_graphs.ipynb #0aee96a1
 @patch
 def padding(self: GraphBank, kind: str, S: int, N: int, R: int):
     "(sequences, tokens, sample rows) that a batch of `kind` is packed to; None if no graph fits it."
@@ -86,6 +88,7 @@ def padding(self: GraphBank, kind: str, S: int, N: int, R: int):
     b = next((x for x in self.buckets[kind] if x >= size), None)
     return None if b is None else self._pad(kind, b)
 
+# %% ../nbs/11_cuda_graphs.ipynb #fe6ba2a4
 @patch
 def key(self: GraphBank, kind: str, b: int, long: bool = False) -> tuple:
     "The key of the `kind` graph of bucket `b`; a decode step's for short or `long` contexts."
@@ -190,24 +193,27 @@ def step(self: OverlapStep, engine, scheduled):
     if last is not None: self._read(engine, last)
     engine.scheduler.update([x for x in scheduled if x[0].status != FINISHED])
 
-# %% ../nbs/11_cuda_graphs.ipynb #c94106da
+# %% ../nbs/11_cuda_graphs.ipynb #b45fffc1
 @patch
 def tokens(self: OverlapStep, turn: int, n: int) -> list:
     "The `n` tokens of the step of `turn`, once their copy to the host is done."
     if self.done[turn] is not None: self.done[turn].synchronize()
     return self.host[turn, :n].tolist()
 
+# %% ../nbs/11_cuda_graphs.ipynb #c006431b
 @patch
 def _read(self: OverlapStep, engine, inflight):
     seqs, turn = inflight
     engine.deliver(seqs, [[t] for t in self.tokens(turn, len(seqs))], [[None]] * len(seqs))
 
+# %% ../nbs/11_cuda_graphs.ipynb #e1909bc3
 @patch
 def drain(self: OverlapStep, engine):
     "Read the step in flight, if there is one."
     last, self.inflight = self.inflight, None
     if last is not None: self._read(engine, last)
 
+# %% ../nbs/11_cuda_graphs.ipynb #0df1e944
 @patch
 def reset(self: OverlapStep): self.inflight = None
 

@@ -37,20 +37,26 @@ class Sequence:
     @property
     def num_tokens(self): return len(self.token_ids)
 
-# %% ../nbs/08_scheduler.ipynb #1335dfb2
+# %% ../nbs/08_scheduler.ipynb #1962b7bf
 @patch(as_prop=True)
 def capped(self: Sequence) -> bool:   # nothing left to run
     return len(self.output_ids) + self.pending >= self.params.max_tokens
+
+# %% ../nbs/08_scheduler.ipynb #968aa265
 @patch
 def reserve(self: Sequence):
     "Count a token that a launched step is sampling on the device, before its value is known."
     self.token_ids.append(-1)
     self.pending += 1
+
+# %% ../nbs/08_scheduler.ipynb #8f222d96
 @patch
 def unreserve(self: Sequence):
     "Forget the tokens of launched steps that were lost (a step that failed): their placeholders go."
     del self.token_ids[len(self.token_ids) - self.pending:]
     self.pending = 0
+
+# %% ../nbs/08_scheduler.ipynb #9e1f44ec
 @patch
 def append(self: Sequence, tok: int):
     "Add a sampled token (in the first placeholder's place, if any)."
