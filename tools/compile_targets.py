@@ -40,7 +40,7 @@ def occupancy():
     const = dict(HQ=16, G=2, BLOCK_H=16, D=128, BS=16, BLOCK_N=64, SPLITS=1, NEW=False, PREC='tf32', PDL=False)
     p = torch.cuda.get_device_properties(0)
     cap, sms, progs, warps = p.major * 10 + p.minor, p.multi_processor_count, 64 * 8, 4
-    regs, smem = p.regs_per_multiprocessor, p.shared_memory_per_multiprocessor
+    regs, smem = getattr(p, 'regs_per_multiprocessor', 65536), p.shared_memory_per_multiprocessor  # 64K to sm_90
     print(f"{p.name}: {sms} multiprocessors of {regs:,} registers and {smem:,} bytes of shared memory")
     for stages in (1, 2, 3, 4):
         c = compile_for(kernel, ptrs, const, cap, floats=('qk_scale',), num_warps=warps, num_stages=stages)
