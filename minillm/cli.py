@@ -115,6 +115,7 @@ def _sampling(args):
     return SamplingParams(temperature=args.temperature, top_p=args.top_p, top_k=args.top_k,
                           seed=args.seed, max_tokens=args.max_tokens)
 
+# %% ../nbs/20_cli.ipynb #223606a7
 def generate_cmd(args):
     from minillm import LLM
     from minillm.tokenizer import chat_prompt
@@ -139,6 +140,7 @@ def _config(args):
             'gpu_memory_utilization', 'speculative_tokens', 'quantization', 'reasoning_parser')
     return EngineConfig(**{k: getattr(args, k) for k in keys})
 
+# %% ../nbs/20_cli.ipynb #8279b7b4
 def serve_cmd(args):
     from minillm.server import serve
     serve(_config(args), args.host, args.port, args.served_model_name,

@@ -35,6 +35,7 @@ def quantize_weight(w: torch.Tensor):
     q = torch.round(w32 / s[:, None]).clamp_(-127, 127).to(torch.int8)             # [N, K]
     return q, scale
 
+# %% ../nbs/13_int8.ipynb #2b4472dc
 def dequantize_weight(q: torch.Tensor, scale: torch.Tensor, dtype=None):
     """`q * scale[:, None]` in `dtype` (default: the scale's dtype);
     one elementwise kernel, int8 read and converted on the fly."""
@@ -119,6 +120,7 @@ def _smem_limit(device) -> int:
     p = torch.cuda.get_device_properties(device)
     return getattr(p, 'shared_memory_per_block_optin', 48 * 1024)
 
+# %% ../nbs/13_int8.ipynb #7d7e8fa8
 def _fit(cfg, esize: int, limit: int):
     "Lower the pipeline depth, then BLOCK_K, until the tiles fit in `limit` bytes of shared memory."
     bm, bn, bk, nw, ns, *split = cfg
@@ -137,12 +139,14 @@ def pick_config(M: int, N: int, K: int, dtype=torch.bfloat16, device=torch.devic
     narrow, wide, deep = next(row[1:] for row in _CONFIGS if row[0] is None or M <= row[0])
     return fit_config(wide if N >= _WIDE_N else deep if K >= _DEEP_K else narrow, dtype, device)
 
+# %% ../nbs/13_int8.ipynb #60b81d50
 def _check_config(config):
     if not (isinstance(config, (tuple, list)) and len(config) in (5, 6)
             and all(type(v) is int and v > 0 for v in config)):
         raise ValueError("config must be (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages"
                          f"[, split_k]), positive ints, got {config!r}")
 
+# %% ../nbs/13_int8.ipynb #9e26f503
 def fit_config(config, dtype=torch.bfloat16, device=torch.device('cpu')):
     "`config` as it fits `device`'s shared memory with `dtype` activations (`_fit`); a GEMV's as it is."
     _check_config(config)
@@ -224,6 +228,7 @@ def _dequant_kernel(w_ptr, s_ptr, o_ptr, N, K, BLOCK_N: tl.constexpr, BLOCK_K: t
     wf = (w.to(tl.int32) + 0x4B000080).to(tl.float32, bitcast=True) - 8388736.0
     tl.store(o_ptr + offs, (wf * s[:, None]).to(o_ptr.dtype.element_ty), mask=mask)
 
+# %% ../nbs/13_int8.ipynb #771d97ca
 def dequantize_triton(q: torch.Tensor, scale: torch.Tensor, dtype=None):
     "`dequantize_weight` as one Triton kernel (CUDA, or the interpreter); the same values."
     if q.dtype != torch.int8 or q.ndim != 2 or not q.is_contiguous():

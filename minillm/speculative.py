@@ -118,6 +118,7 @@ def stats(self: SpeculativeStep) -> dict:
                   drafts_accepted=self.accepted)
     return dict(self.base.stats(), **counts)
 
+# %% ../nbs/12_speculative.ipynb #9c4431a6
 @patch(as_prop=True)
 def acceptance_rate(self: SpeculativeStep) -> float:
     return self.accepted / self.proposed if self.proposed else 0.0
