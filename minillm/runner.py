@@ -132,6 +132,7 @@ def _layout(self: ModelRunner, N: int, R: int, S: int, w: int) -> tuple:
 # %% ../nbs/08a_runner.ipynb #b7a10006
 def _ints(lists, n: int): return np.fromiter(chain.from_iterable(lists), np.int32, n)
 
+# %% ../nbs/08a_runner.ipynb #237dacbe
 @patch
 def pack(self: ModelRunner,
          scheduled,          # `[(seq, n)]`: n new tokens of each sequence
@@ -211,6 +212,7 @@ def embed(self: ModelRunner, batch: Batch):
     if batch.fed: ids = torch.where(batch.feed >= 0, self.sampled[batch.feed.clamp(min=0)], ids)
     return self.model.embed(ids, batch.positions)
 
+# %% ../nbs/08a_runner.ipynb #8528dd67
 @patch
 def forward(self: ModelRunner, batch: Batch):
     "The model on the batch's tokens; logits of its sample rows (in a decode step, every row)."

@@ -180,6 +180,7 @@ def _rope_decode_program(s, kvh, split, x_ptr, qw_ptr, kw_ptr, cos_ptr, sin_ptr,
     _rope_decode_out(s, kvh, split, acc, m_i, l_i, out_ptr, po_ptr, plse_ptr, lock_ptr, s_os, s_oh,
                      HQ, HKV, G, BLOCK_H, D, SPLITS)
 
+# %% ../../nbs/10c_decode_step.ipynb #1bf211c2
 # one program a (sequence, KV head, split)
 @triton.jit(do_not_specialize=['s_bt'])
 def _rope_decode_kernel(x_ptr, qw_ptr, kw_ptr, cos_ptr, sin_ptr, k_ptr, v_ptr, bt_ptr, ctx_ptr,

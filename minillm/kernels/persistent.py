@@ -195,6 +195,7 @@ def layer_step(layer, x, residual, cos, sin, k_cache, v_cache, block_table, cont
 # off by default: slower than the five launches on the H200 (measured below); on with MINILLM_PERSISTENT=1
 ENABLED = os.environ.get('MINILLM_PERSISTENT', '0') == '1'
 
+# %% ../../nbs/10d_persistent_layer.ipynb #82f835bd
 def _takes(layer, x, residual, attn) -> bool:
     """Whether `layer_step` applies: one token of one sequence on the Triton
     attention, dense weights in x's dtype without o or MLP biases."""
@@ -209,6 +210,7 @@ def _takes(layer, x, residual, attn) -> bool:
             and all(w[1] is None for w in ws[1:])
             and (x.is_cuda or interpreting()))
 
+# %% ../../nbs/10d_persistent_layer.ipynb #ab1d345f
 def persistent_layer(layer, x, residual, cos, sin, attn=None):
     "The fused decoder layer (`decode_layer`'s contract) in one launch where `layer_step` applies, else `decode_layer`."
     if not _takes(layer, x, residual, attn): return decode_layer(layer, x, residual, cos, sin, attn)
