@@ -185,8 +185,11 @@ def random_checkpoint(model_type='qwen3', dtype=torch.float32, device='cpu', see
     if (out/'config.json').exists(): return out
     from transformers.utils import logging as hf_logging
     hf_cfg = _hf_config(model_type, **config)
-    torch.manual_seed(seed)
-    with torch.device(device): model = AutoModelForCausalLM.from_config(hf_cfg, dtype=dtype)
+    dev = torch.device(device)
+    # the caller's random state is left as it was, whether the checkpoint is built or found in the cache
+    with torch.random.fork_rng(devices=[dev.index or 0] if dev.type == 'cuda' else []):
+        torch.manual_seed(seed)
+        with dev: model = AutoModelForCausalLM.from_config(hf_cfg, dtype=dtype)
     with torch.no_grad():
         model.model.norm.weight.mul_(logit_std / (hf_cfg.initializer_range * hf_cfg.hidden_size ** 0.5))
     root.mkdir(parents=True, exist_ok=True)
