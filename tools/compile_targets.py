@@ -1,12 +1,10 @@
 #!/usr/bin/env python3
 """Compile kernels for the GPUs the book runs on, without a GPU, with Triton's own compiler and ptxas.
 `decode` (the default): the one-launch decode attention (chapter 10c) for a T4 (sm_75), an L4 (sm_89) and an
-H100/H200 (sm_90), at Qwen3-0.6B's shapes in bf16. `occupancy` (on the GPU machine, with its Triton): the paged decode kernel (chapter 10) at the 64 x 4096 shape of
-its tile sweep, at one to four pipeline stages: registers and shared memory a program, and so how many programs fit on
-a multiprocessor and in how many waves the 512 programs run. `int8`: every tile of the int8 kernel's table (chapter 13) for a
+H100/H200 (sm_90), at Qwen3-0.6B's shapes in bf16. `int8`: every tile of the int8 kernel's table (chapter 13) for a
 T4, an A100 (sm_80) and an L4, after `_fit` lowers it to the GPU's shared memory per block, in the dtype the engine
 picks there (fp16 on a T4, bf16 elsewhere); the compiled kernel's shared memory must fit too.
-Run from the repository root:  python tools/compile_targets.py [decode|occupancy|int8]"""
+Run from the repository root:  python tools/compile_targets.py [decode|int8]"""
 import os, sys
 os.environ['TRITON_INTERPRET'] = '0'                   # compile the kernels, do not interpret them
 import triton
@@ -32,25 +30,6 @@ def decode():
         c = compile_for(kernel, ptrs, const, cap, floats=('qk_scale', 'eps'), num_warps=4, num_stages=2)
         print(f"{name} (sm_{cap}): compiled, {len(c.asm['cubin']):,} bytes of cubin")
 
-def occupancy():
-    import torch
-    from minillm.kernels.attention import _decode_kernel as kernel
-    ptrs = dict(q_ptr='bf16', k_ptr='bf16', v_ptr='bf16', bt_ptr='i32', ctx_ptr='i32', out_ptr='bf16',
-                po_ptr='fp32', plse_ptr='fp32', kn_ptr='bf16', vn_ptr='bf16', slot_ptr='i64')
-    const = dict(HQ=16, G=2, BLOCK_H=16, D=128, BS=16, BLOCK_N=64, SPLITS=1, NEW=False, PREC='tf32', PDL=False)
-    p = torch.cuda.get_device_properties(0)
-    cap, sms, progs, warps = p.major * 10 + p.minor, p.multi_processor_count, 64 * 8, 4
-    regs, smem = getattr(p, 'regs_per_multiprocessor', 65536), p.shared_memory_per_multiprocessor  # 64K to sm_90
-    print(f"{p.name}: {sms} multiprocessors of {regs:,} registers and {smem:,} bytes of shared memory")
-    for stages in (1, 2, 3, 4):
-        c = compile_for(kernel, ptrs, const, cap, floats=('qk_scale',), num_warps=warps, num_stages=stages)
-        c._init_handles()                               # loads it: registers and spills are known then
-        r, sh = c.n_regs, c.metadata.shared
-        # registers are given out 256 a warp; each program holds 1 KB of shared memory more than it asks
-        fit = min(regs // (-(-r * 32 // 256) * 256 * warps), smem // (sh + 1024), 64 // warps, 32)
-        print(f"{stages} stage(s): {r} registers a thread ({c.n_spills} spilled), {sh:,} bytes of shared memory a "
-              f"program: {fit} programs a multiprocessor; {progs} programs in {-(-progs // (fit * sms))} wave(s)")
-
 def int8():
     from minillm.quant import _int8_matmul_kernel as kernel, _CONFIGS, _fit
     tiles = sorted({cfg for row in _CONFIGS for cfg in row[1:] if cfg[0] > 1})       # not the GEMV's
@@ -67,4 +46,4 @@ def int8():
             print(f"{name} (sm_{cap}, {dt}) {str(cfg):24} as {str((bm, bn, bk, nw, ns, *split)):24} "
                   f"{c.metadata.shared:6,} of {smem:7,} bytes of shared memory: {fits}")
 
-{'decode': decode, 'occupancy': occupancy, 'int8': int8}[(sys.argv[1:] or ['decode'])[0]]()
+{'decode': decode, 'int8': int8}[(sys.argv[1:] or ['decode'])[0]]()
