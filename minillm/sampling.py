@@ -41,6 +41,7 @@ def _num(x) -> str: return f"{x:g}".replace('e+0', 'e').replace('e-0', 'e-').rep
 
 # %% ../nbs/07_sampling.ipynb #6e6bdc2b
 def _interval(lo, hi, lo_open, hi_open):
+    "The range as written in messages: `(0, 2]`."
     return f"{'(' if lo_open else '['}{_num(lo)}, {_num(hi)}{')' if hi_open else ']'}"
 
 # %% ../nbs/07_sampling.ipynb #5fd8f951
@@ -64,6 +65,7 @@ def _int(name, v, ok, allowed) -> int:
 
 # %% ../nbs/07_sampling.ipynb #f6b0f6f8
 def _bool(name, v) -> bool:
+    "`v`, if it is a bool (not merely truthy); else a ValueError naming `name`."
     if not isinstance(v, bool): raise ValueError(f"{name} must be a bool, got {brief(v)}")
     return v
 

@@ -550,6 +550,7 @@ _dump = lambda v: lit(json.dumps(v, ensure_ascii=False))
 
 # %% ../nbs/07a_structured.ipynb #b97acd7e
 def _ref(root, ref):
+    "The schema a local `$ref` (`#/$defs/name`) points to in `root`."
     if not (isinstance(ref, str) and ref.startswith('#/')):
         raise ValueError(f"json schema: only local $refs ('#/...') are supported, got {brief(ref)}")
     target = root
@@ -680,6 +681,7 @@ def _members(schema: dict, sub):
 
 # %% ../nbs/07a_structured.ipynb #f1363700
 def _typed(schema: dict, t, sub):
+    "The language of `schema`'s values of JSON type `t` (None: any); `sub` makes a nested schema's."
     if t is None: return any_json()
     if t == 'string': return seq(lit('"'), _string(schema), lit('"'))
     if t in ('integer', 'number'): return INTEGER if t == 'integer' else NUMBER
@@ -704,6 +706,7 @@ def inline_refs(schema, root=None, depth: int = 0):
 
 # %% ../nbs/07a_structured.ipynb #ff35c031
 def choice_node(choices) -> tuple:
+    "A language of exactly the strings of `choices`."
     if not isinstance(choices, (list, tuple)) or not choices or not all(isinstance(c, str) and c for c in choices):
         raise ValueError(f"choice must be a non-empty list of non-empty strings, got {brief(choices)}")
     return alt(*map(lit, choices))
@@ -719,6 +722,7 @@ def _finite(c): raise ValueError(f"json: the schema is not valid JSON ({c} is no
 
 # %% ../nbs/07a_structured.ipynb #f0b46075
 def _constraint_node(spec: dict) -> tuple:
+    "The language of a `structured_outputs` spec of one kind."
     if not (isinstance(spec, dict) and len(spec) == 1):
         raise ValueError("must name one kind: {'json': schema}, {'regex': ...}, {'choice': [...]} or "
                          f"{{'json_object': True}}, got {brief(spec)}")
