@@ -7,7 +7,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 from fastcore.basics import patch
-from .model import QwenForCausalLM
+from .model import QwenForCausalLM, check_generate
 
 # %% auto #0
 __all__ = ['ContiguousKVCache', 'generate_cached']
@@ -68,8 +68,9 @@ def _left_pad(prompts: list, device) -> tuple:
 def generate_cached(model: QwenForCausalLM, prompts: list, max_new_tokens: int,
                     eos_token_ids=()) -> list:
     "Greedy generation for a batch of prompts (lists of token ids) with a contiguous KV cache."
-    if not prompts or any(len(p) == 0 for p in prompts):
-        raise ValueError("prompts must be a non-empty list of non-empty token lists")
+    if not isinstance(prompts, (list, tuple)) or not prompts:
+        raise ValueError(f"prompts must be a non-empty list of token lists, got {prompts!r:.80}")
+    check_generate(model, prompts, max_new_tokens)
     dev, B, L = next(model.parameters()).device, len(prompts), max(len(p) for p in prompts)
     cache = ContiguousKVCache(model, B, L + max_new_tokens)
     ids, valid = _left_pad(prompts, dev)

@@ -12,7 +12,7 @@ from .config import ModelConfig
 from .layers import RMSNorm, RotaryEmbedding, Attention, MLP
 
 # %% auto #0
-__all__ = ['DecoderLayer', 'QwenModel', 'QwenForCausalLM', 'generate_naive']
+__all__ = ['DecoderLayer', 'QwenModel', 'QwenForCausalLM', 'check_generate', 'generate_naive']
 
 # %% ../nbs/02_model.ipynb #43bdc1e2
 class DecoderLayer(nn.Module):
@@ -73,6 +73,9 @@ def decoder(self: QwenForCausalLM, x, cos, sin, attn=None):
 @patch
 def hidden(self: QwenForCausalLM, input_ids, positions=None, attn=None):
     "Final hidden states `[*input_ids.shape, hidden]`; `positions` defaults to `0..T-1` along the last axis."
+    if attn is None and input_ids.dim() != 2:          # the reference attention needs its rows apart
+        raise ValueError(f"input_ids must be [batch, seq] when no attn is given, got shape {tuple(input_ids.shape)}: "
+                         "a flat batch of many sequences needs an attn that knows each token's sequence")
     if positions is None:
         positions = torch.arange(input_ids.shape[-1], device=input_ids.device).expand_as(input_ids)
     return self.decoder(*self.embed(input_ids, positions), attn)
@@ -89,11 +92,28 @@ def forward(self: QwenForCausalLM, input_ids, positions=None, attn=None):
     "Logits `[*input_ids.shape, vocab]`."
     return self.logits(self.hidden(input_ids, positions, attn))
 
+# %% ../nbs/02_model.ipynb #96048723
+def check_generate(model, prompts, max_new_tokens):
+    "ValueError unless each prompt is token ids of the vocabulary, and it fits the model's positions with its new tokens."
+    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 0:
+        raise ValueError(f"max_new_tokens must be an int >= 0, got {max_new_tokens!r}")
+    V, P = model.config.vocab_size, model.config.max_position_embeddings
+    for p in prompts:
+        ids = torch.as_tensor(p)
+        if ids.dim() != 1 or len(ids) == 0 or ids.is_floating_point() or ids.dtype == torch.bool:
+            raise ValueError(f"a prompt must be a non-empty list (or 1-D tensor) of token ids, got {p!r:.80}")
+        if ids.min() < 0 or ids.max() >= V:
+            raise ValueError(f"token ids must be in 0..{V - 1}, got {int(ids.min())}..{int(ids.max())}")
+        if len(ids) + max_new_tokens - 1 > P:            # the last new token is never fed back
+            raise ValueError(f"a prompt of {len(ids)} tokens and {max_new_tokens} new ones need "
+                             f"{len(ids) + max_new_tokens - 1} positions; max_position_embeddings is {P}")
+
 # %% ../nbs/02_model.ipynb #11b096fe
 @torch.no_grad()
 def generate_naive(model, input_ids, max_new_tokens: int, eos_token_ids=()):
     """Greedy decoding without a cache: recompute the full sequence
     for every new token. `input_ids`: `[T]` list or tensor."""
+    check_generate(model, [input_ids], max_new_tokens)
     # [1, T]
     ids = torch.as_tensor(input_ids, dtype=torch.long, device=next(model.parameters()).device)[None]
     out = []
