@@ -177,7 +177,7 @@ def _check_calls(calls, i):
     if not isinstance(calls, list) or not all(isinstance(fn(c), dict) and isinstance(fn(c).get('name'), str)
                                               and isinstance(fn(c).get('arguments'), (str, dict)) for c in calls):
         raise ValueError(f"messages[{i}].tool_calls must be a list of {{'type': 'function', 'function': "
-                         f"{{'name': ..., 'arguments': ...}}}}, arguments a JSON string, got {calls!r:.80}")
+                         f"{{'name': ..., 'arguments': ...}}}}, arguments a JSON string or an object, got {calls!r:.80}")
 
 # %% ../nbs/03_tokenizer.ipynb #043435da
 def _message(m, i) -> dict:
