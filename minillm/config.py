@@ -10,10 +10,12 @@ from pathlib import Path
 from fastcore.basics import patch
 
 # %% auto #0
-__all__ = ['SUPPORTED_MODEL_TYPES', 'ModelConfig', 'config_from_hf', 'load_config']
+__all__ = ['SUPPORTED_MODEL_TYPES', 'REQUIRED', 'ModelConfig', 'config_from_hf', 'load_config']
 
 # %% ../nbs/00_config.ipynb #30f6a2ac
 SUPPORTED_MODEL_TYPES = ('qwen2', 'qwen3')
+# the fields a config.json must give: the rest have defaults
+REQUIRED = ('vocab_size', 'hidden_size', 'intermediate_size', 'num_hidden_layers', 'num_attention_heads')
 
 # %% ../nbs/00_config.ipynb #c8cf7d99
 @dataclass
@@ -43,8 +45,13 @@ class ModelConfig:
                              f"supported types: {', '.join(SUPPORTED_MODEL_TYPES)}")
         for k in ('vocab_size', 'hidden_size', 'intermediate_size', 'num_hidden_layers',
                   'num_attention_heads', 'num_key_value_heads', 'head_dim', 'max_position_embeddings'):
-            if int(getattr(self, k)) <= 0:
-                raise ValueError(f"{k} must be a positive integer, got {getattr(self, k)!r}")
+            v = getattr(self, k)
+            if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
+                raise ValueError(f"{k} must be a positive integer, got {v!r}")
+        for k in ('rms_norm_eps', 'rope_theta'):
+            v = getattr(self, k)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0:
+                raise ValueError(f"{k} must be a positive number, got {v!r}")
         if self.num_attention_heads % self.num_key_value_heads:
             raise ValueError(f"num_attention_heads ({self.num_attention_heads}) must be "
                              f"a multiple of num_key_value_heads ({self.num_key_value_heads})")
@@ -86,6 +93,8 @@ def config_from_hf(d: dict) -> ModelConfig:
     if d.get('use_sliding_window'):
         raise ValueError("use_sliding_window=True is not supported; "
                          "only full attention in every layer is implemented")
+    missing = [k for k in REQUIRED if k not in d]
+    if missing: raise ValueError(f"config.json lacks {', '.join(missing)}")
     heads = d['num_attention_heads']
     head_dim = d.get('head_dim') or d['hidden_size'] // heads
     qwen2 = mt == 'qwen2'
