@@ -129,8 +129,9 @@ def _submit(self: LLM, prompts, params, stream: bool) -> list:
                 if isinstance(a, ValueError): raise a
                 if a: eng.constraint(sp.structured_outputs, a)
                 out.append((eng.add_request(rid, p, sp, stream), None))
-            except (TypeError, ValueError) as e:
-                out.append((rid, _error_output(rid, p, str(e), getattr(sp, 'n', 1))))
+            except Exception as e:               # this prompt's error: the others are added as usual
+                msg = str(e) if isinstance(e, (TypeError, ValueError)) else f"{type(e).__name__}: {e}"
+                out.append((rid, _error_output(rid, p, msg, getattr(sp, 'n', 1))))
     return out
 
 # %% ../nbs/09a_llm.ipynb #6f2ddbe6
