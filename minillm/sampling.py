@@ -304,9 +304,10 @@ def token_counts(seqs, vocab_size: int, device=None):
         # [B, L]
         ids = torch.tensor([list(s) + [vocab_size] * (L - len(s)) for s in seqs], dtype=torch.long,
                            device='cpu')
-        if ids.min() < 0 or ids.max() > vocab_size:
+        real = ids[torch.arange(L) < torch.tensor([len(s) for s in seqs])[:, None]]   # not the padding
+        if real.min() < 0 or real.max() >= vocab_size:
             raise ValueError(f"token ids must be in [0, {vocab_size}), "
-                             f"got {ids.min().item()}..{ids.max().item()}")
+                             f"got {real.min().item()}..{real.max().item()}")
         counts.scatter_add_(1, ids.to(device), torch.ones(B, L, device=device))
     return counts[:, :vocab_size]
 
@@ -541,6 +542,9 @@ class PenaltyCounts:
 def update(self: PenaltyCounts, rows) -> list:
     """The slot of each of `rows`, `(key, prompt_ids, output_ids)` or None (a row without penalties: -1), its counts
     brought up to `output_ids`. A new key takes a free slot and counts its prompt first."""
+    new = {r[0] for r in rows if r is not None and r[0] not in self.slots}
+    if len(new) > len(self.free):                  # checked first: a refused call changes nothing
+        raise RuntimeError(f"all {len(self.slots)} penalty slots are in use ({len(new)} more asked for)")
     slots, fresh, prompt_at, prompt_tok, at, tok = [], [], [], [], [], []
     for row in rows:
         if row is None:
@@ -548,7 +552,6 @@ def update(self: PenaltyCounts, rows) -> list:
             continue
         key, prompt, out = row
         if key not in self.slots:
-            if not self.free: raise RuntimeError(f"all {len(self.slots)} penalty slots are in use")
             self.slots[key] = [self.free.pop(), 0]
             fresh.append(self.slots[key][0])
             prompt_at += [fresh[-1]] * len(prompt)
