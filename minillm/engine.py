@@ -522,7 +522,9 @@ def _forget(self: LLMEngine, req: Request):
 @patch
 def abort_request(self: LLMEngine, request_id):
     "Stop `request_id` (or each of a list) now and release its blocks; unknown ids are ignored."
-    for rid in request_id if isinstance(request_id, (list, tuple, set)) else [request_id]:
+    # a tuple is one id if a request has it (ids may be any hashable), else a list of ids
+    several = isinstance(request_id, (list, set)) or isinstance(request_id, tuple) and request_id not in self.requests
+    for rid in request_id if several else [request_id]:
         req = self.requests.get(rid)
         if req is None: continue
         self._stop(req, 'abort')
