@@ -96,7 +96,7 @@ def atom(self: RegexParser):
     if c == '.': return chars([(10, 10)], neg=True)           # any character but a newline
     if c == '\\': return self.escape()
     if c in '^$':                                            # the constraint spans the whole text anyway
-        if (c == '^') != (self.i == 1) or (c == '$' and self.i != len(self.p)):
+        if c == '^' and self.i != 1 or c == '$' and self.i != len(self.p):
             self.error(f"{c!r} is supported only at the {'start' if c == '^' else 'end'}")
         return seq()
     if c in _SIMPLE: self.error(f"nothing to repeat before {c!r}")
@@ -185,7 +185,7 @@ def utf8_sequences(ranges, neg=False) -> list:
 
 # %% ../nbs/07a_structured.ipynb #bb972e23
 # states: beyond these a constraint is refused as too large (pydantic's HttpUrl, a URI of at most 2,083
-# characters, takes about 37,000 DFA states)
+# characters, takes about 37,000 DFA states: the format tests below print them)
 MAX_NFA, MAX_DFA = 100_000, 50_000
 
 class NFA:
