@@ -304,7 +304,8 @@ def token_counts(seqs, vocab_size: int, device=None):
         # [B, L]
         ids = torch.tensor([list(s) + [vocab_size] * (L - len(s)) for s in seqs], dtype=torch.long,
                            device='cpu')
-        real = ids[torch.arange(L) < torch.tensor([len(s) for s in seqs])[:, None]]   # not the padding
+        lens = torch.tensor([len(s) for s in seqs], device='cpu')
+        real = ids[torch.arange(L, device='cpu') < lens[:, None]]                  # not the padding
         if real.min() < 0 or real.max() >= vocab_size:
             raise ValueError(f"token ids must be in [0, {vocab_size}), "
                              f"got {real.min().item()}..{real.max().item()}")
