@@ -176,7 +176,7 @@ class Request:
     prompt_logprobs: list | None = None   # handed over with the first output
 
     @property
-    def finished(self) -> bool:          # a loop: five times faster than all() over a generator
+    def finished(self) -> bool:          # a plain loop: cheaper than all() over a generator
         if self.error is not None: return True
         if self.later: return False
         for c in self.choices:

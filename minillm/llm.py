@@ -149,8 +149,8 @@ def _results(self: LLM, ids):
                         raise RuntimeError("the engine lost requests")
                     for o in eng.step(): self._inbox.setdefault(o.request_id, []).append(o)
                 mine = [o for i in list(pending) for o in self._inbox.pop(i, [])]
-            # locks are not fair: let another caller take it before we step again (a sleep, even
-            # of 0 s, lasts the kernel's timer slack, about 0.1 ms: only when there is one)
+            # locks are not fair: let another caller take it before we step again (even a sleep of
+            # 0 s gives up the processor: only when there is another caller)
             if self._callers > 1: time.sleep(0)
             for o in mine:
                 if o.finished: pending.discard(o.request_id)
