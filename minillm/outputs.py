@@ -48,7 +48,7 @@ class RequestOutput:
     prompt_logprobs: list | None = None
     @property
     def tpot(self):
-        "Mean time per output token after the first."
+        "Mean time per output token after the first, over the first choice (a whole result, not an increment)."
         m, n = self.metrics, len(self.outputs[0].token_ids)
         return ((m.finish_time - m.first_token_time) / (n - 1)
                 if m and m.finish_time and n > 1 else None)
