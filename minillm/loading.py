@@ -77,7 +77,7 @@ def _plan(model: QwenForCausalLM, files: list) -> list:
     for f in files:
         with safe_open(str(f), framework='pt') as st:
             for name in st.keys():
-                # same tensor as the embedding
+                # tied: the embedding is the head, as in transformers
                 if cfg.tie_word_embeddings and name == 'lm_head.weight': continue
                 pname, off, rows = _target(name, cfg)
                 if pname not in params:
