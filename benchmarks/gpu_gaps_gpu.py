@@ -157,7 +157,7 @@ def run():
     runs = workloads()
     if SIZES is None:                                         # the defaults: the gaps of 256 x 256 -> 128
         llm = engine(ck)
-        name, ps, sps = {'batch': runs[0], 'nanovllm': nanovllm(0.6), 'nanovllm-greedy': runs[1]}[WORKLOAD]
+        name, ps, sps = nanovllm(0.6) if WORKLOAD == 'nanovllm' else runs[WORKLOAD == 'nanovllm-greedy']
         llm.generate(ps, sps, use_tqdm=False)                                # warm-up at the timed shapes
         key = 'profile' if WORKLOAD == 'batch' else f'profile {name}'
         gaps(llm, ps, sps, key)
