@@ -694,9 +694,11 @@ def _outputs(self: LLMEngine) -> list:
 # %% ../nbs/09_engine.ipynb #55af4411
 @patch
 def stats(self: LLMEngine) -> dict:
-    "Counters since construction: preemptions, the prefix cache's hit rate, and the step strategy's own."
-    hits, pre = self.block_manager.stats.hit_rate, self.scheduler.num_preemptions
-    return dict(preemptions=pre, prefix_cache_hit_rate=hits, **self.stepper.stats())
+    "Counters since construction: preemptions, the prefix cache's lookups and hits, and the step strategy's own."
+    pc = self.block_manager.stats
+    return dict(preemptions=self.scheduler.num_preemptions, prefix_cache_hit_rate=pc.hit_rate,
+                prefix_cache_queried_tokens=pc.queried_tokens, prefix_cache_hit_tokens=pc.hit_tokens,
+                **self.stepper.stats())
 
 # %% ../nbs/09_engine.ipynb #e0a10007
 @patch

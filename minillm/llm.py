@@ -190,11 +190,12 @@ def _run_stats(self: LLM, results, seconds, stats0) -> dict:
     n_in = sum(len(r.prompt_token_ids) for r in results)
     n_out = sum(len(c.token_ids) for r in results for c in r.outputs)
     s = self._engine().stats()
-    d = {k: s[k] - stats0[k] for k in ('preemptions', 'drafts_proposed', 'drafts_accepted')
-         if k in s}
+    d = {k: s[k] - stats0[k] for k in ('preemptions', 'drafts_proposed', 'drafts_accepted',
+                                       'prefix_cache_queried_tokens', 'prefix_cache_hit_tokens') if k in s}
+    q, h = d['prefix_cache_queried_tokens'], d['prefix_cache_hit_tokens']
     run = dict(seconds=seconds, prompt_tokens=n_in, output_tokens=n_out,
                output_tokens_per_s=n_out / seconds if seconds else 0.0,
-               preemptions=d['preemptions'], prefix_cache_hit_rate=s['prefix_cache_hit_rate'])
+               preemptions=d['preemptions'], prefix_cache_hit_rate=h / q if q else 0.0)
     if 'drafts_proposed' in d:
         p, a = d['drafts_proposed'], d['drafts_accepted']
         run.update(drafts_proposed=p, drafts_accepted=a, draft_acceptance_rate=a / p if p else 0.0)
