@@ -162,9 +162,11 @@ def _measure(gen, spec, repeats, phases):
             if ph == 'warm': kw['cold'] = False       # on the cache the cold run left
             dt, outs, info[ph] = gen(prompts, max_tokens, **kw)
             got = [len(o) for o in outs]
-            if got != max_tokens:
-                raise RuntimeError(f"generated {sum(got)} tokens where {sum(max_tokens)} were "
-                                   "requested")
+            if got != max_tokens:   # the first request that is off, or how many outputs came back
+                i = next((i for i, (g, n) in enumerate(zip(got, max_tokens)) if g != n), None)
+                raise RuntimeError(f"generated {sum(got)} tokens where {sum(max_tokens)} were requested "
+                                   + (f"(request {i}: {got[i]} tokens where {max_tokens[i]})" if i is not None
+                                      else f"({len(got)} outputs for {len(max_tokens)} requests)"))
             if v: times[ph].append(dt)
     n = sum(max_tokens)
     return [dict(phase=ph, requests=len(prompts), prompt_tokens=sum(map(len, prompts)),
@@ -235,7 +237,8 @@ def build_specs(workloads, batch_sizes=(1, 8, 32, 64), mixed_requests=256,
 # %% ../nbs/16_benchmarks.ipynb #92eed43e
 def summarize(rows: list, bandwidth=None, dtype='bfloat16') -> list:
     "Add floor time, % of floor, ms per step and the ratios to the other peers (same model, workload, phase)."
-    key = lambda r: (r['model'], r['label'], r.get('phase'))
+    # the workload by its spec: two workloads may share a label (one batch size, two prompt lengths)
+    key = lambda r: (r['model'], json.dumps(r['spec'], sort_keys=True), r.get('phase'))
     for r in rows:
         if not r.get('tok_s'): continue
         r['ratios'] = {o['peer']: r['tok_s'] / o['tok_s'] for o in rows
@@ -262,8 +265,9 @@ def _commit() -> str:
     except OSError: return ''                                          # no git
 
 # %% ../nbs/16_benchmarks.ipynb #b17848be
-def _suite_names(presets, peers, dtype, repeats) -> tuple:
-    "`presets` and `peers` as lists, after checking them, `dtype` and `repeats`; a ValueError names what is wrong."
+def _suite_names(presets, peers, dtype, repeats, batch_sizes=(1,), mixed_requests=1,
+                 prefix_requests=1) -> tuple:
+    "`presets` and `peers` as lists, after checking them, `dtype` and the counts; a ValueError names what is wrong."
     presets, peers = ([presets] if isinstance(presets, str) else list(presets),
                       [peers] if isinstance(peers, str) else list(peers))
     for p in presets: model_config(p)
@@ -271,8 +275,10 @@ def _suite_names(presets, peers, dtype, repeats) -> tuple:
         if p not in PEERS: raise ValueError(f"unknown peer {p!r}; choose from {', '.join(PEERS)}")
     if dtype not in DTYPE_BYTES:
         raise ValueError(f"dtype {dtype!r} is not supported; choose from {', '.join(DTYPE_BYTES)}")
-    if not isinstance(repeats, int) or repeats < 1:
-        raise ValueError(f"repeats must be an int >= 1, got {repeats!r}")
+    for k, v in dict(repeats=repeats, mixed_requests=mixed_requests, prefix_requests=prefix_requests).items():
+        if not isinstance(v, int) or v < 1: raise ValueError(f"{k} must be an int >= 1, got {v!r}")
+    if not all(isinstance(b, int) and b >= 1 for b in batch_sizes):
+        raise ValueError(f"batch_sizes must be ints >= 1, got {batch_sizes!r}")
     return presets, peers
 
 # %% ../nbs/16_benchmarks.ipynb #5bd78d8b
@@ -293,7 +299,8 @@ def run_suite(presets=('qwen3-0.6b',), workloads=('batch',), peers=PEERS,
               bandwidth_gib=4.0, timeout=None, verbose=True) -> list:
     """Run each peer on each preset in its own process; floors,
     ratios; JSON to `out` (default RESULTS/<name>.json); the rows."""
-    presets, peers = _suite_names(presets, peers, dtype, repeats)
+    presets, peers = _suite_names(presets, peers, dtype, repeats, batch_sizes, mixed_requests,
+                                  prefix_requests)
     specs = build_specs([workloads] if isinstance(workloads, str) else workloads, batch_sizes,
                         mixed_requests, prefix_requests)
     if torch.device(device).type == 'cuda' and not torch.cuda.is_available():

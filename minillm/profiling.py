@@ -17,19 +17,20 @@ def timed_calls(targets, acc: dict, sync):
     """Temporarily wrap each `(obj, method, phase, synced)` so every call adds
     its wall time to `acc[phase]` (with `sync()` around it if `synced`)."""
     saved, nop = [], lambda: None
-    for obj, name, phase, synced in targets:
-        had, f = name in vars(obj), getattr(obj, name)
-        def wrapper(*a, _f=f, _p=phase, _s=sync if synced else nop, **k):
-            _s()
-            t0 = time.perf_counter()
-            try: return _f(*a, **k)
-            finally:
+    try:
+        for obj, name, phase, synced in targets:
+            had, f = name in vars(obj), getattr(obj, name)
+            def wrapper(*a, _f=f, _p=phase, _s=sync if synced else nop, **k):
                 _s()
-                acc[_p] = acc.get(_p, 0.0) + time.perf_counter() - t0
-        saved.append((obj, name, had, vars(obj).get(name)))
-        setattr(obj, name, wrapper)
-    try: yield acc
-    finally:
+                t0 = time.perf_counter()
+                try: return _f(*a, **k)
+                finally:
+                    _s()
+                    acc[_p] = acc.get(_p, 0.0) + time.perf_counter() - t0
+            saved.append((obj, name, had, vars(obj).get(name)))
+            setattr(obj, name, wrapper)
+        yield acc
+    finally:   # also when a later target is missing: the ones wrapped before it are put back
         for obj, name, had, orig in reversed(saved):
             if had: setattr(obj, name, orig)
             else: delattr(obj, name)
@@ -106,6 +107,7 @@ def _profiled_run(llm, prompts, params, cuda: bool, sync, top: int) -> tuple:
 # %% ../nbs/15_profiling.ipynb #79e7c0da
 def profile_engine(llm, prompts, params, top: int = 8) -> dict:
     "Profile `llm.generate(prompts, params)`: per-phase ms per step, throughput, GPU-busy fraction, top operations."
+    if not prompts: raise ValueError("profile_engine needs at least one prompt, got none")
     eng = llm.engine
     cuda = eng.device.type == 'cuda'
     sync = torch.cuda.synchronize if cuda else (lambda: None)
@@ -114,7 +116,7 @@ def profile_engine(llm, prompts, params, top: int = 8) -> dict:
     outs = llm.generate(prompts, params, use_tqdm=False)
     sync()
     wall = time.perf_counter() - t0
-    n_out = sum(len(o.outputs[0].token_ids) for o in outs)
+    n_out = sum(len(c.token_ids) for o in outs for c in o.outputs)   # every completion (n > 1)
     acc, steps, synced = _phase_run(llm, prompts, params, sync)
     busy, ops = _profiled_run(llm, prompts, params, cuda, sync, top)
     return dict(steps=steps, wall_s=wall, output_tokens=n_out, tokens_per_s=n_out / wall,
