@@ -4,7 +4,7 @@
 
 # %% ../nbs/20_cli.ipynb #e4ef96ae
 from __future__ import annotations
-import argparse, os, sys, time
+import argparse, asyncio, errno, os, sys, time
 from pathlib import Path
 
 # %% auto #0
@@ -146,6 +146,19 @@ def serve_cmd(args):
     serve(_config(args), args.host, args.port, args.served_model_name,
           api_key=args.api_key, trust_request_chat_template=args.trust_request_chat_template)
 
+# %% ../nbs/20_cli.ipynb #e33db8d8
+def _listen_error(host: str, port: int) -> tuple | None:
+    "`(flag, why)` if a server cannot listen on `host:port` now, tried as uvicorn will (asyncio's `create_server`)."
+    async def listen():
+        server = await asyncio.get_running_loop().create_server(asyncio.Protocol, host, port)
+        server.close()
+        await server.wait_closed()
+    try: asyncio.run(listen())
+    except (OSError, UnicodeError) as e:          # the port taken or not ours; a host that is not this machine's
+        code = getattr(e, 'errno', None) or 0
+        why = os.strerror(code) if code > 0 else getattr(e, 'strerror', None) or e
+        return ('--port' if code in (errno.EADDRINUSE, errno.EACCES) else '--host'), why
+
 # %% ../nbs/20_cli.ipynb #b9af382e
 def main(argv=None):
     "Entry point of the `minillm` command."
@@ -157,6 +170,8 @@ def main(argv=None):
         except ValueError as e:                 # a value the flags gave: named as its flag
             k = str(e).split(' ', 1)[0]
             parser.error(f"argument --{k.replace('_', '-')}: {e}" if k in vars(args) else str(e))
+    if args.command == 'serve' and (err := _listen_error(args.host, args.port)):   # before the model loads
+        parser.error(f"argument {err[0]}: cannot listen on {args.host}:{args.port}: {err[1]}")
     from minillm import bench
     try: {'generate': generate_cmd, 'serve': serve_cmd, 'bench': bench.run}[args.command](args)
     except (OSError, ValueError, RuntimeError) as e:

@@ -270,7 +270,8 @@ def _response_format(rf):
     kind, js = (rf.get('type'), rf.get('json_schema')) if isinstance(rf, dict) else (None, None)
     if kind == 'text': return None
     if kind == 'json_object': return {'json_object': True}
-    if kind == 'json_schema' and isinstance(js, dict) and 'schema' in js: return {'json': js['schema']}
+    schema = js.get('schema') if isinstance(js, dict) else None          # null: none given
+    if kind == 'json_schema' and schema is not None: return {'json': schema}
     raise APIError(f"response_format must be {_FORMATS}, got {rf!r:.80}", 'response_format')
 
 # %% ../nbs/09b_server.ipynb #9bs00009
@@ -349,7 +350,7 @@ def _as_sent(e: APIError, body: dict, chat: bool,
     "`e` naming its field as `body` has it, and with several prompts, which one it is about."
     param, msg = e.param, e.message
     if param == 'structured_outputs':
-        param = structured_outputs(body)[1] or 'tool_choice'     # none: a forced tool call's
+        param = structured_outputs(body)[1] or 'tools'     # none: a forced tool call's, its schema in tools
         msg = msg.replace('structured_outputs', param, 1)
     if chat and body.get('max_completion_tokens') is not None:   # the newer name: what counted
         param = 'max_completion_tokens' if param == 'max_tokens' else param
@@ -637,7 +638,7 @@ def _prompts(self: Server, body: dict, chat: bool) -> list:
     except (ValueError, TypeError) as e:       # a template failing: the request's own, or the messages it was given
         first, sent = re.match(r'\w*', str(e))[0], bool(body.get('chat_template'))
         bad = ('chat_template' if str(e).startswith('the chat template') and sent else
-               first if first in ('continue_final_message', 'tools') else 'messages')
+               first if first in ('chat_template', 'continue_final_message', 'tools') else 'messages')
         raise APIError(str(e), bad) from None
     return [tok.encode(text)]
 
