@@ -108,6 +108,8 @@ def _check_args(args, parser):
                      f"and not a Hugging Face id (owner/name)")
     try: resolve_device(args.device)
     except ValueError as e: parser.error(f"argument --device: {e}")
+    if getattr(args, 'served_model_name', None) == '':       # else the API would name the model by --model
+        parser.error("argument --served-model-name: must not be empty")
 
 # %% ../nbs/20_cli.ipynb #662bcdd2
 def _sampling(args):
@@ -144,7 +146,8 @@ def _config(args):
 def serve_cmd(args):
     from minillm.server import serve
     serve(_config(args), args.host, args.port, args.served_model_name,
-          api_key=args.api_key, trust_request_chat_template=args.trust_request_chat_template)
+          api_key=args.api_key or os.environ.get('MINILLM_API_KEY'),   # '': none given, as in vLLM
+          trust_request_chat_template=args.trust_request_chat_template)
 
 # %% ../nbs/20_cli.ipynb #e33db8d8
 def _listen_error(host: str, port: int) -> tuple | None:

@@ -324,9 +324,10 @@ def request_params(body: dict, chat: bool) -> dict:
         kw['max_tokens'] = body.get('max_tokens') if newer is None else newer
         _bool(body.get('logprobs'), 'logprobs', ' for chat completions (top_logprobs: how many)')
         top = body.get('top_logprobs')
-        if top not in (None, 0) and not body.get('logprobs'):     # 0: none, a default some clients send
+        top = 0 if top is None else _logprobs('top_logprobs', top)     # an int (false is not 0), null: 0
+        if top and not body.get('logprobs'):                            # 0: none, a default some clients send
             raise APIError("top_logprobs needs logprobs: true", 'top_logprobs')
-        if body.get('logprobs'): kw['logprobs'] = _logprobs('top_logprobs', top or 0)
+        if body.get('logprobs'): kw['logprobs'] = top
     else:
         kw['max_tokens'] = body.get('max_tokens', 16)
         if body.get('logprobs') is not None: kw['logprobs'] = _logprobs('logprobs', body['logprobs'])
@@ -349,6 +350,8 @@ def _as_sent(e: APIError, body: dict, chat: bool,
              j: int | None = None, n: int = 1) -> APIError:   # the prompt it is about (from 0), of n
     "`e` naming its field as `body` has it, and with several prompts, which one it is about."
     param, msg = e.param, e.message
+    limit = body.get('max_tokens') is not None or (chat and body.get('max_completion_tokens') is not None)
+    if param == 'max_tokens' and not limit: param = 'messages' if chat else 'prompt'   # none sent: the prompt's fault
     if param == 'structured_outputs':
         param = structured_outputs(body)[1] or 'tools'     # none: a forced tool call's, its schema in tools
         msg = msg.replace('structured_outputs', param, 1)
@@ -379,9 +382,13 @@ NOT_IMPLEMENTED = dict(suffix=('',), best_of=(1,), functions=([],), function_cal
 
 def refuse_unsupported(body: dict):
     "Raise a 400 naming the first field whose value asks for something this server does not do."
+    n = 1 if body.get('n') is None else body['n']
     for k, no_op in NOT_IMPLEMENTED.items():
         v = body.get(k)
-        if v is None or v in no_op or (k == 'best_of' and v == body.get('n', 1)): continue
+        if k == 'best_of' and type(v) is int and type(n) is int:       # OpenAI's and vLLM's rule: best_of >= n
+            if v < n: raise APIError(f"best_of must be >= n ({n}), got {v}", 'best_of')
+            if v == n: continue
+        if v is None or v in no_op: continue
         raise APIError(f"{k} is not supported by this server, got {v!r}; leave it out", k)
 
 # %% ../nbs/09b_server.ipynb #9bs00030
@@ -494,7 +501,8 @@ class Server:
                  api_key: str | None = None,    # when set, /v1 needs `Authorization: Bearer <api_key>`
                  trust_request_chat_template: bool = False):   # render a chat_template a request sends
         self.engine, self.model_name, self.metrics = engine, model_name, Metrics(engine)
-        self.api_key, self.trust_request_chat_template = api_key, trust_request_chat_template
+        # an empty key is no key, as in vLLM (not a demand for 'Bearer ' with nothing after it)
+        self.api_key, self.trust_request_chat_template = api_key or None, trust_request_chat_template
         # tokenizing a long prompt takes a while: one thread of its own keeps the event loop free
         self._tokenizer_thread = ThreadPoolExecutor(1, thread_name_prefix='minillm-tokenizer')
         # compiling a structured output may take a second: in a thread of its own, prompts do not wait for it
@@ -663,7 +671,9 @@ def _refusal(e: Exception, body: dict, chat: bool,
     if isinstance(e, RuntimeError): return APIError(str(e), status=503)     # shutting down
     fields = ('max_tokens', 'min_tokens', 'logit_bias', 'allowed_token_ids', 'stop_token_ids', 'bad_words',
               'logprobs', 'structured_outputs')
-    msg = str(e)                     # the field it starts with, else the first it names (not a regex's quote)
+    # the prompt's logprobs, by the engine's name: the client asked for them as logprobs with echo
+    msg = re.sub(r'^prompt_logprobs\b', 'logprobs with echo', str(e))
+    # the field it starts with, else the first it names (not a regex's quote)
     named = [k for k in fields if msg.startswith(k)] or [k for k in fields if k in msg]
     return _as_sent(APIError(msg, named[0] if named else 'messages' if chat else 'prompt'), body, chat, j, n)
 
