@@ -235,14 +235,16 @@ def build_specs(workloads, batch_sizes=(1, 8, 32, 64), mixed_requests=256,
     return specs
 
 # %% ../nbs/16_benchmarks.ipynb #92eed43e
+def _key(r):
+    "A row's model, workload and phase; the workload by its spec: two may share a label (one batch size, two prompts)."
+    return r['model'], json.dumps(r['spec'], sort_keys=True), r.get('phase')
+
 def summarize(rows: list, bandwidth=None, dtype='bfloat16') -> list:
     "Add floor time, % of floor, ms per step and the ratios to the other peers (same model, workload, phase)."
-    # the workload by its spec: two workloads may share a label (one batch size, two prompt lengths)
-    key = lambda r: (r['model'], json.dumps(r['spec'], sort_keys=True), r.get('phase'))
     for r in rows:
         if not r.get('tok_s'): continue
         r['ratios'] = {o['peer']: r['tok_s'] / o['tok_s'] for o in rows
-                       if o is not r and o.get('tok_s') and key(o) == key(r)}
+                       if o is not r and o.get('tok_s') and _key(o) == _key(r)}
         P, N = request_lengths(r['spec'])
         r['ms_per_step'] = 1e3 * r['seconds'] / max(N)
         if bandwidth:
@@ -265,9 +267,9 @@ def _commit() -> str:
     except OSError: return ''                                          # no git
 
 # %% ../nbs/16_benchmarks.ipynb #b17848be
-def _suite_names(presets, peers, dtype, repeats, batch_sizes=(1,), mixed_requests=1,
-                 prefix_requests=1) -> tuple:
-    "`presets` and `peers` as lists, after checking them, `dtype` and the counts; a ValueError names what is wrong."
+def _suite_names(presets, peers, dtype, repeats, batch_sizes=(1,), mixed_requests=1, prefix_requests=1,
+                 bandwidth=None, bandwidth_gib=4.0, timeout=None) -> tuple:
+    "`presets` and `peers` as lists, after checking them, `dtype` and the numbers; a ValueError names what is wrong."
     presets, peers = ([presets] if isinstance(presets, str) else list(presets),
                       [peers] if isinstance(peers, str) else list(peers))
     for p in presets: model_config(p)
@@ -277,8 +279,12 @@ def _suite_names(presets, peers, dtype, repeats, batch_sizes=(1,), mixed_request
         raise ValueError(f"dtype {dtype!r} is not supported; choose from {', '.join(DTYPE_BYTES)}")
     for k, v in dict(repeats=repeats, mixed_requests=mixed_requests, prefix_requests=prefix_requests).items():
         if not isinstance(v, int) or v < 1: raise ValueError(f"{k} must be an int >= 1, got {v!r}")
-    if not all(isinstance(b, int) and b >= 1 for b in batch_sizes):
-        raise ValueError(f"batch_sizes must be ints >= 1, got {batch_sizes!r}")
+    if not isinstance(batch_sizes, (list, tuple)) or not all(isinstance(b, int) and b >= 1 for b in batch_sizes):
+        raise ValueError(f"batch_sizes must be a list of ints >= 1, got {batch_sizes!r}")
+    num = lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0
+    for k, v, unit in [('bandwidth', bandwidth, 'bytes/s'), ('timeout', timeout, 'seconds')]:
+        if v is not None and not num(v): raise ValueError(f"{k} must be None or a number > 0 ({unit}), got {v!r}")
+    if not num(bandwidth_gib): raise ValueError(f"bandwidth_gib must be a number > 0, got {bandwidth_gib!r}")
     return presets, peers
 
 # %% ../nbs/16_benchmarks.ipynb #5bd78d8b
@@ -300,7 +306,7 @@ def run_suite(presets=('qwen3-0.6b',), workloads=('batch',), peers=PEERS,
     """Run each peer on each preset in its own process; floors,
     ratios; JSON to `out` (default RESULTS/<name>.json); the rows."""
     presets, peers = _suite_names(presets, peers, dtype, repeats, batch_sizes, mixed_requests,
-                                  prefix_requests)
+                                  prefix_requests, bandwidth, bandwidth_gib, timeout)
     specs = build_specs([workloads] if isinstance(workloads, str) else workloads, batch_sizes,
                         mixed_requests, prefix_requests)
     if torch.device(device).type == 'cuda' and not torch.cuda.is_available():
@@ -358,15 +364,17 @@ def plot(rows: list, path=None):
         print("matplotlib is not installed: no plot")
         return None
     ok = [r for r in rows if r.get('tok_s')]
-    groups, peers = list(dict.fromkeys((r['model'], _wl(r)) for r in ok)), list(dict.fromkeys(r['peer'] for r in ok))
+    # a group per workload, by its spec as in `summarize`
+    names = {_key(r): f"{r['model']}\n{_wl(r)}" for r in ok}
+    groups, peers = list(names), list(dict.fromkeys(r['peer'] for r in ok))
     fig, ax = plt.subplots(figsize=(max(6, 1.5 * len(groups)), 3.5))
     w = 0.8 / max(1, len(peers))
     for j, p in enumerate(peers):
-        v = {(r['model'], _wl(r)): r['tok_s'] for r in ok if r['peer'] == p}
+        v = {_key(r): r['tok_s'] for r in ok if r['peer'] == p}
         ax.bar([i + j * w for i in range(len(groups))], [v.get(g, float('nan')) for g in groups], w,
                label=p)
     ax.set_xticks([i + w * (len(peers) - 1) / 2 for i in range(len(groups))],
-                  [f"{m}\n{l}" for m, l in groups], fontsize=8)
+                  [names[g] for g in groups], fontsize=8)
     ax.set_yscale('log')
     ax.set_ylabel('output tokens/s')
     ax.legend(fontsize=8)

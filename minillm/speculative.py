@@ -9,16 +9,25 @@ import numpy as np
 import torch
 from fastcore.basics import patch
 from .scheduler import FINISHED
-from .engine import PLUGINS
+from .engine import PLUGINS, _is_int
+from .sampling import brief
 from .cuda_graphs import batch_buckets
 
 # %% auto #0
 __all__ = ['NgramIndex', 'accept', 'SpeculativeStep', 'speculation_plugin']
 
 # %% ../nbs/12_speculative.ipynb #9a86e15d
+def _check_ngram(n_max, n_min):
+    "Refuse n-gram lengths as the engine refuses `prompt_lookup_max` and `prompt_lookup_min`."
+    for k, v in dict(n_max=n_max, n_min=n_min).items():
+        if not _is_int(v) or not 1 <= v < 2**31:
+            raise ValueError(f"{k} must be an int in [1, 2**31), got {brief(v)}")
+    if n_min > n_max: raise ValueError(f"n_min ({n_min}) must be <= n_max ({n_max})")
+
 class NgramIndex:
     "Where each n-gram (`n_min <= n <= n_max`) of a growing token list last ended; drafts by lookup."
     def __init__(self, n_max: int = 4, n_min: int = 2):
+        _check_ngram(n_max, n_min)
         # last: n-gram tuple -> its end
         self.n_max, self.n_min, self.upto, self.last = n_max, n_min, 0, {}
 
@@ -49,6 +58,7 @@ def accept(targets, drafts) -> list:
 class SpeculativeStep:
     "Step strategy: decode steps of at most `max_batch` sequences verify n-gram drafts; others go to `base`."
     def __init__(self, base, k: int, n_max: int = 4, n_min: int = 2, max_batch: int = 16):
+        _check_ngram(n_max, n_min)
         self.base, self.k, self.n_max, self.n_min, self.max_batch = base, k, n_max, n_min, max_batch
         # Sequence -> its NgramIndex, gone with the sequence
         self.index = weakref.WeakKeyDictionary()

@@ -19,21 +19,33 @@ __all__ = ['VOCAB', 'WORKLOADS', 'batch_workload', 'mixed_workload', 'prefix_wor
 VOCAB = 151643                       # token ids are drawn from [0, VOCAB): no special tokens
 WORKLOADS = ('batch', 'mixed', 'prefix', 'nanovllm')
 
+# %% ../nbs/15a_workloads.ipynb #cc37c430
+def _ints(lo: int = 1, /, **kw):
+    "Raise a ValueError naming the first of `kw` that is not an int >= `lo` (`kw` may have a `lo` of its own)."
+    for k, v in kw.items():
+        if not isinstance(v, int) or isinstance(v, bool) or v < lo:
+            raise ValueError(f"{k} must be an int >= {lo}, got {v!r}")
+
 # %% ../nbs/15a_workloads.ipynb #2bc33f99
 def batch_workload(batch_size: int, prompt_len=256, output_len=128, seed=0, vocab=VOCAB) -> dict:
     "`batch_size` requests of `prompt_len` random tokens, each generating `output_len` tokens."
+    _ints(batch_size=batch_size, prompt_len=prompt_len, output_len=output_len, vocab=vocab)
     return dict(kind='batch', batch_size=batch_size, prompt_len=prompt_len, output_len=output_len,
                 seed=seed, vocab=vocab)
 
 # %% ../nbs/15a_workloads.ipynb #0ff8a36f
 def mixed_workload(num_requests=256, lo=100, hi=1024, seed=0, vocab=VOCAB) -> dict:
     "`num_requests` requests whose prompt and output lengths are each uniform in [lo, hi]."
+    _ints(num_requests=num_requests, lo=lo, hi=hi, vocab=vocab)
+    if lo > hi: raise ValueError(f"lo ({lo}) must be <= hi ({hi})")
     return dict(kind='mixed', num_requests=num_requests, lo=lo, hi=hi, seed=seed, vocab=vocab)
 
 # %% ../nbs/15a_workloads.ipynb #2e10e55d
 def prefix_workload(num_requests=32, prefix_len=1024, suffix_len=64, output_len=128, seed=0,
                     vocab=VOCAB) -> dict:
     "`num_requests` requests sharing their first `prefix_len` tokens, each with `suffix_len` tokens of its own."
+    _ints(num_requests=num_requests, prefix_len=prefix_len, output_len=output_len, vocab=vocab)
+    _ints(0, suffix_len=suffix_len)
     return dict(kind='prefix', num_requests=num_requests, prefix_len=prefix_len,
                 suffix_len=suffix_len, output_len=output_len, seed=seed, vocab=vocab)
 
@@ -41,6 +53,7 @@ def prefix_workload(num_requests=32, prefix_len=1024, suffix_len=64, output_len=
 def nanovllm_workload(num_requests=256, temperature=0.6, seed=0) -> dict:
     """nano-vllm's `bench.py`: prompts of `randint(100, 1024)` ids
     each `randint(0, 10000)`, `randint(100, 1024)` outputs."""
+    _ints(num_requests=num_requests)
     return dict(kind='nanovllm', num_requests=num_requests, lo=100, hi=1024,
                 temperature=temperature, seed=seed, vocab=10001)
 
@@ -115,12 +128,18 @@ def kv_bytes_per_token(cfg: ModelConfig, dtype_bytes: int = 2) -> int:
 # %% ../nbs/15a_workloads.ipynb #4b3fa0d2
 def floor_seconds(prompt_lens, output_lens, wbytes: int, kvbytes: int, bandwidth: float) -> float:
     "Least time a run can take when every step reads the weights and each decode its sequence's cache."
+    if not output_lens or min(output_lens) < 1:
+        raise ValueError(f"output_lens must be a non-empty list of ints >= 1, got {output_lens!r:.80}")
+    if not bandwidth > 0: raise ValueError(f"bandwidth must be a number > 0 (bytes/s), got {bandwidth!r}")
     kv_tokens = sum((n - 1) * p + (n - 1) * n // 2 for p, n in zip(prompt_lens, output_lens))
     return (max(output_lens) * wbytes + kv_tokens * kvbytes) / bandwidth
 
 # %% ../nbs/15a_workloads.ipynb #648aa5f4
 def measure_bandwidth(device='cuda', gib: float = 4.0, iters: int = 10) -> dict:
     "Copy rate of `device` memory: bytes read plus written per second, median of `iters` copies moving `gib` GiB."
+    _ints(iters=iters)
+    if isinstance(gib, bool) or not isinstance(gib, (int, float)) or not gib > 0:
+        raise ValueError(f"gib must be a number > 0, got {gib!r}")
     n, cuda = int(gib * 2**30) // 2, torch.device(device).type == 'cuda'
     src = torch.randint(0, 256, (n,), dtype=torch.uint8, device=device)
     dst, times = torch.empty_like(src), []
