@@ -7,7 +7,8 @@ dense equivalent (and FlexAttention when present), prefill at 8 x 1024 against c
 configurations. Writes JSON to $OUT (or benchmarks/results), prints a short table last.
 
     PYTHONPATH=.:benchmarks python3 benchmarks/attention_gpu.py [--sweep [--wide]] [--flex] [--smoke]
---sweep times tile configurations (--wide: the full grid once; default: the front runners twice, interleaved);
+--sweep times tile configurations (--wide: the full grid once; default: the front runners twice, interleaved),
+with each decode configuration's registers, spills, shared memory and programs per multiprocessor;
 --smoke runs tiny shapes on the CPU interpreter (checks the script itself; its bf16 rows fail there because the
 interpreter's bf16 tl.dot is wrong).
 
@@ -119,7 +120,7 @@ if '--wide' in sys.argv:                                      # the first, wide 
     DEC_GRID = [(bn, w, st) for bn in (32, 64, 128) for w in (4, 8) for st in (2, 3, 4)]
     PRE_GRID = [(bm, bn, w, st) for bm in (64, 128) for bn in (32, 64, 128) for w in (4, 8) for st in (2, 3)]
 else:                                                         # its front runners, each timed twice, interleaved
-    DEC_GRID = [(64, 4, 2), (64, 4, 3), (128, 4, 2), (128, 4, 3), (64, 8, 4), (32, 4, 2)]
+    DEC_GRID = [(64, 4, 1), (64, 4, 2), (64, 4, 3), (64, 4, 4), (128, 4, 2), (128, 4, 3), (64, 8, 4), (32, 4, 2)]
     PRE_GRID = [(64, 64, 4, 2), (128, 64, 8, 3), (128, 32, 8, 2), (64, 32, 4, 2), (128, 128, 8, 3)]
 SPLITS = (1, 2, 3, 4, 8, 16)
 
@@ -315,6 +316,29 @@ def decode_timing():
         log('long-context decode done')
         save()
 
+def _constexpr(k, name):
+    "The value of constexpr `name` a compiled kernel `k` was specialised to (Triton keys constants by index path)."
+    i, c = k.src.fn.arg_names.index(name), k.src.constants
+    return c.get((i,), c.get(i, c.get(name)))
+
+def occupancy(fn, device, num_warps, num_stages, **constexprs):
+    """Registers, spills and shared memory of the kernel `fn` compiled for these settings, and how many of its
+    programs fit on one multiprocessor by each (the least of them is what runs side by side); None if not found."""
+    ks = [k for c in getattr(fn, 'device_caches', {}).values() for k in c[0].values()
+          if (k.metadata.num_warps, k.metadata.num_stages) == (num_warps, num_stages)
+          and all(_constexpr(k, n) == v for n, v in constexprs.items())]
+    if not ks: return None
+    k = ks[0]
+    k._init_handles()
+    props = torch.cuda.get_device_properties(device)
+    regs, smem = k.n_regs, k.metadata.shared
+    per_warp = -(-regs * 32 // 256) * 256                      # registers are allocated 256 to a warp
+    fit = dict(by_registers=props.regs_per_multiprocessor // (per_warp * num_warps),
+               by_shared=props.shared_memory_per_multiprocessor // (smem + 1024) if smem else 32,
+               by_warps=64 // num_warps)
+    return dict(n_regs=regs, n_spills=k.n_spills, shared_bytes=smem, sm_count=props.multi_processor_count,
+                programs_per_sm=min(fit.values()), **fit)
+
 def decode_sweep(lname, q, kc, vc, bt, cl, kv_bytes):
     ref = A.paged_decode(q, kc, vc, bt, cl).float()
     sp_auto = auto_splits(q.shape[0], kc.shape[2], A.num_sms(q.device))
@@ -336,8 +360,13 @@ def decode_sweep(lname, q, kc, vc, bt, cl, kv_bytes):
                 continue
             times.setdefault((bn, w, st, sp), []).append(ms)
             r = dict(layout=lname, impl='triton sweep', block_n=bn, num_warps=w, num_stages=st, splits=sp, rep=rep, ms=ms, GBps=kv_bytes / ms / 1e6, diff_vs_default=err)
+            if not args.smoke:
+                try: r['occupancy'] = occupancy(A._decode_kernel, q.device, w, st, BLOCK_N=bn, SPLITS=sp, D=q.shape[-1], NEW=False)
+                except Exception as e: r['occupancy'] = f'{type(e).__name__}: {e}'
             RES['decode'].append(r)
-            log(f"sweep decode {lname} bn={bn:3} w={w} st={st} sp={sp:2}: {ms*1e3:6.0f} us {kv_bytes/ms/1e6:6.0f} GB/s diff {err:.1e}")
+            occ = r.get('occupancy')
+            occ = f" {occ['n_regs']} regs, {occ['shared_bytes'] // 1024} KB shared, {occ['programs_per_sm']} a SM" if isinstance(occ, dict) else ''
+            log(f"sweep decode {lname} bn={bn:3} w={w} st={st} sp={sp:2}: {ms*1e3:6.0f} us {kv_bytes/ms/1e6:6.0f} GB/s diff {err:.1e}{occ}")
     if times:
         (bn, w, st, sp), ts = min(times.items(), key=lambda kv: min(kv[1]))
         ROWS.append((f'  best sweep {lname}: bn={bn} w={w} st={st} sp={sp}', '/'.join(f'{t*1e3:.0f}' for t in ts) + ' us', f'{kv_bytes/min(ts)/1e6:.0f} GB/s'))
