@@ -333,8 +333,10 @@ def occupancy(fn, device, num_warps, num_stages, **constexprs):
     props = torch.cuda.get_device_properties(device)
     regs, smem = k.n_regs, k.metadata.shared
     per_warp = -(-regs * 32 // 256) * 256                      # registers are allocated 256 to a warp
-    fit = dict(by_registers=props.regs_per_multiprocessor // (per_warp * num_warps),
-               by_shared=props.shared_memory_per_multiprocessor // (smem + 1024) if smem else 32,
+    regs_sm = getattr(props, 'regs_per_multiprocessor', 65536)              # sm_90's, where torch lacks the field
+    smem_sm = getattr(props, 'shared_memory_per_multiprocessor', 233472)
+    fit = dict(by_registers=regs_sm // (per_warp * num_warps),
+               by_shared=smem_sm // (smem + 1024) if smem else 32,
                by_warps=64 // num_warps)
     return dict(n_regs=regs, n_spills=k.n_spills, shared_bytes=smem, sm_count=props.multi_processor_count,
                 programs_per_sm=min(fit.values()), **fit)
