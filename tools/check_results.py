@@ -7,7 +7,7 @@ from pathlib import Path
 
 root = Path(__file__).resolve().parent.parent
 files = sorted(p.name for p in (root/'benchmarks'/'results').iterdir())
-NAME = re.compile(r'[\w.*-]+_(?:h200|cpu)_[\w.*-]*?\.(?:json|txt)|[\w-]+_\*\.json')
+NAME = re.compile(r'[\w.*-]+_(?:h200|h100|cpu)_[\w.*-]*?\.(?:json|txt)|[\w-]+_\*\.json')
 
 def cited() -> set:
     "The result names (possibly with `*`) that the notebooks and the README mention."
